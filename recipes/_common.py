@@ -1,0 +1,227 @@
+"""Plumbing shared by every recipe: config parsing, logging, checkpoints, plots, summaries.
+
+A recipe is one readable file: a config dataclass (each field carries a one-line
+docstring), then one linear training loop. Everything that is not the algorithm
+lives here, once.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Config:
+    ...     env: str = "CartPole-v1"
+    ...     '''Gymnasium id of the environment.'''
+    ...     total_frames: int = 1000
+    ...     '''Frames to collect in total.'''
+    >>> parse_config(Config, ["--total-frames", "50"]).total_frames
+    50
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import dataclasses
+import inspect
+import itertools
+import json
+import os
+import random
+import textwrap
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+C = TypeVar("C")
+
+COMMON_FIELDS_DOC = {
+    "smoke": "Run a tiny budget (seconds) to check the recipe end to end.",
+    "resume": "Checkpoint file to continue from, exactly where it stopped.",
+    "output_dir": "Folder for logs, checkpoints, the learning curve and the summary.",
+}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Map each dataclass field to the docstring written on the line after it."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
+    """Build ``cls`` from command-line flags (``--total-frames 1000``), one flag per field.
+
+    ``--smoke`` applies ``cls.SMOKE`` (a dict of overrides) before explicit flags.
+    """
+    docs = field_docs(cls)
+    parser = argparse.ArgumentParser(
+        description=(inspect.getdoc(cls) or "").split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        default = field.default
+        kind = type(default) if default is not None else str
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"),
+            type=_parse_bool if kind is bool else kind,
+            default=None,
+            help=f"{docs.get(field.name, COMMON_FIELDS_DOC.get(field.name, ''))} (default: {default})",
+        )
+    args = vars(parser.parse_args(argv))
+    values = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    if args.get("smoke"):
+        values.update(getattr(cls, "SMOKE", {}))
+    values.update({k: v for k, v in args.items() if v is not None})
+    return cls(**values)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch; recipes also seed their envs."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG state, for bit-identical resumes."""
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"]:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` atomically: a crash mid-write never leaves a broken checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save({**state, "rng": rng_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` and restore the global RNGs."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--resume {path}: no such checkpoint file")
+    state = torch.load(path, weights_only=False)
+    set_rng_state(state["rng"])
+    return state
+
+
+class RunLogger:
+    """Scalars to a tidy CSV (frames, name, value) and TensorBoard, plus a tqdm progress bar.
+
+    Args:
+        output_dir: where ``metrics.csv`` and the TensorBoard events go.
+        total_frames: length of the progress bar.
+        start_frames: frames already done (when resuming).
+    """
+
+    def __init__(self, output_dir: Path, total_frames: int, start_frames: int = 0) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+        from tqdm import tqdm
+
+        output_dir.mkdir(parents=True, exist_ok=True)
+        self.csv_path = output_dir / "metrics.csv"
+        new_file = not self.csv_path.exists() or start_frames == 0
+        self._csv_file = self.csv_path.open("w" if new_file else "a", newline="")
+        self._csv = csv.writer(self._csv_file)
+        if new_file:
+            self._csv.writerow(["frames", "name", "value"])
+        self._tb = SummaryWriter(str(output_dir / "tensorboard"))
+        self._bar = tqdm(total=total_frames, initial=start_frames, unit="frames", smoothing=0.1)
+        self.latest: dict[str, float] = {}
+
+    def log(self, frames: int, **scalars: float) -> None:
+        for name, value in scalars.items():
+            value = float(value)
+            self.latest[name] = value
+            self._csv.writerow([frames, name, value])
+            self._tb.add_scalar(name, value, frames)
+        self._csv_file.flush()
+
+    def advance(self, frames: int) -> None:
+        self._bar.update(frames)
+        shown = {k: f"{v:.1f}" for k, v in self.latest.items() if k.endswith("return")}
+        self._bar.set_postfix(shown, refresh=False)
+
+    def close(self) -> None:
+        self._bar.close()
+        self._tb.close()
+        self._csv_file.close()
+
+
+def plot_learning_curve(csv_path: Path, png_path: Path, title: str) -> None:
+    """Plot every ``*return`` series of ``metrics.csv`` against frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    with csv_path.open() as f:
+        for row in csv.DictReader(f):
+            if row["name"].endswith("return"):
+                xs, ys = series.setdefault(row["name"], ([], []))
+                xs.append(int(row["frames"]))
+                ys.append(float(row["value"]))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (xs, ys) in sorted(series.items()):
+        ax.plot(xs, ys, label=name)
+    ax.set(xlabel="frames", ylabel="return", title=title)
+    ax.grid(alpha=0.3)
+    if series:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+
+
+class Stopwatch:
+    """Wall-clock that survives a resume: elapsed time carries over in checkpoints."""
+
+    def __init__(self, already: float = 0.0) -> None:
+        self._start = time.perf_counter() - already
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start
+
+
+def write_summary(output_dir: Path, **summary: Any) -> str:
+    """Write and return the one-line JSON summary printed at the end of a run."""
+    line = json.dumps(summary, sort_keys=True)
+    (output_dir / "summary.json").write_text(line + "\n")
+    return line
