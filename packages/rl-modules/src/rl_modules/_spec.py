@@ -1,0 +1,106 @@
+"""Duck-typed access to spec-like objects (``docs/contract.md`` section 6).
+
+This package never imports ``rl_envs``: every helper here reads only the
+attributes the contract lists (``shape``, ``dtype``, ``device``,
+``space.low`` / ``space.high``, ``space.n`` / ``n``, ``project``, ``is_in``,
+``rand``) and says clearly which one is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+ActionSpace = Literal["categorical", "one_hot"]
+
+_SPACE_ALIASES: dict[str, ActionSpace] = {
+    "categorical": "categorical",
+    "one_hot": "one_hot",
+    "one-hot": "one_hot",
+    "onehot": "one_hot",
+}
+
+
+def _require(spec: Any, attr: str, who: str, why: str) -> Any:
+    if not hasattr(spec, attr):
+        raise TypeError(
+            f"{who}: the spec-like object {type(spec).__name__} has no attribute {attr!r}, "
+            f"which is needed {why}. Pass an object offering it (see docs/contract.md, "
+            "section 6), e.g. an rl_envs spec."
+        )
+    return getattr(spec, attr)
+
+
+def spec_bounds(spec: Any, who: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(low, high)`` of a bounded spec-like object.
+
+    Args:
+        spec: any object with ``space.low`` and ``space.high``.
+        who: the name of the caller, used in error messages.
+
+    Returns:
+        The two bound tensors.
+
+    Raises:
+        TypeError: if the object has no ``space.low`` / ``space.high``.
+    """
+    space = _require(spec, "space", who, "to read the action bounds (space.low / space.high)")
+    low = _require(space, "low", who, "to read the lower action bound")
+    high = _require(space, "high", who, "to read the upper action bound")
+    return torch.as_tensor(low), torch.as_tensor(high)
+
+
+def spec_n(spec: Any, who: str) -> int:
+    """Return the number of categories of a discrete spec-like object (``space.n`` or ``n``)."""
+    space = getattr(spec, "space", None)
+    n = getattr(space, "n", None) if space is not None else None
+    if n is None:
+        n = getattr(spec, "n", None)
+    if n is None:
+        raise TypeError(
+            f"{who}: the spec-like object {type(spec).__name__} has neither 'space.n' nor 'n'; "
+            "a discrete action space needs its number of actions. Pass a Categorical / OneHot "
+            "spec-like object, or the string 'categorical' / 'one_hot'."
+        )
+    return int(n)
+
+
+def action_space_of(spec_or_str: Any, who: str) -> ActionSpace:
+    """Decide whether a discrete action space is categorical or one-hot.
+
+    Strings ``"categorical"`` and ``"one_hot"`` are taken as they are. For a
+    spec-like object the class name decides (``...OneHot...`` or
+    ``...Categorical...``, as TorchRL's and rl_envs' specs are named);
+    multi-discrete specs are refused.
+
+    Raises:
+        ValueError: for an unknown string or an unsupported spec.
+    """
+    if isinstance(spec_or_str, str):
+        kind = _SPACE_ALIASES.get(spec_or_str.lower())
+        if kind is None:
+            raise ValueError(
+                f"{who}: unknown action space {spec_or_str!r}; expected 'categorical' or 'one_hot'."
+            )
+        return kind
+    name = type(spec_or_str).__name__.lower()
+    if "multi" in name or "binary" in name:
+        raise ValueError(
+            f"{who}: action space {type(spec_or_str).__name__} is not supported; "
+            "use a Categorical or OneHot spec, or pass action_space='categorical' / 'one_hot'."
+        )
+    if "onehot" in name or "one_hot" in name:
+        return "one_hot"
+    if "categorical" in name:
+        return "categorical"
+    raise ValueError(
+        f"{who}: cannot tell whether {type(spec_or_str).__name__} is a categorical or a one-hot "
+        "space from its class name. Pass action_space='categorical' or 'one_hot' explicitly."
+    )
+
+
+def project_into(spec: Any, value: torch.Tensor, who: str) -> torch.Tensor:
+    """Project ``value`` into ``spec`` with its ``project`` method (identity when already inside)."""
+    project = _require(spec, "project", who, "to keep outputs inside the spec (safe=True)")
+    return project(value)

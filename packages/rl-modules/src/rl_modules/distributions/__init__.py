@@ -1,0 +1,21 @@
+"""Distributions with a deterministic mode (``deterministic_sample``)."""
+
+from rl_modules.distributions.delta import Delta, TanhDelta
+from rl_modules.distributions.discrete import (
+    MaskedCategorical,
+    MaskedOneHotCategorical,
+    OneHotCategorical,
+)
+from rl_modules.distributions.normal import IndependentNormal, TruncatedNormal
+from rl_modules.distributions.tanh_normal import TanhNormal
+
+__all__ = [
+    "Delta",
+    "IndependentNormal",
+    "MaskedCategorical",
+    "MaskedOneHotCategorical",
+    "OneHotCategorical",
+    "TanhDelta",
+    "TanhNormal",
+    "TruncatedNormal",
+]

@@ -1,0 +1,109 @@
+"""Deterministic "distributions": a point mass, and one squashed into a box."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import distributions as D
+
+
+class Delta(D.Distribution):
+    """A point mass at ``param``; its log-probability is 0 there and -inf elsewhere.
+
+    Used for deterministic policies inside probabilistic wrappers (DDPG, TD3).
+    ``rsample`` returns ``param`` itself, so gradients flow through it.
+
+    Args:
+        param: the value.
+        atol: absolute tolerance of ``log_prob``'s equality test.
+        rtol: relative tolerance.
+        event_dims: number of trailing dims of one event. Default 1.
+
+    Examples:
+        >>> import torch
+        >>> d = Delta(torch.tensor([0.5, -1.0]))
+        >>> d.sample(), d.log_prob(torch.tensor([0.5, -1.0]))
+        (tensor([ 0.5000, -1.0000]), tensor(0.))
+    """
+
+    arg_constraints: dict = {}
+    has_rsample = True
+
+    def __init__(
+        self,
+        param: torch.Tensor,
+        atol: float = 1e-6,
+        rtol: float = 1e-6,
+        event_dims: int = 1,
+    ) -> None:
+        self.param = param
+        self.atol, self.rtol = atol, rtol
+        self.event_dims = min(event_dims, param.ndim)
+        n = param.ndim - self.event_dims
+        super().__init__(param.shape[:n], param.shape[n:], validate_args=False)
+
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+        return self.param.expand(self._extended_shape(torch.Size(sample_shape)))
+
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape).clone()
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        close = torch.isclose(value, self.param.expand_as(value), atol=self.atol, rtol=self.rtol)
+        if self.event_dims:
+            close = close.flatten(-self.event_dims).all(-1)
+        zero = torch.zeros(close.shape, dtype=self.param.dtype, device=self.param.device)
+        return torch.where(close, zero, torch.full_like(zero, -math.inf))
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.param
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.param
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.param
+
+
+class TanhDelta(Delta):
+    """A point mass at ``low + (high - low) * (tanh(param) + 1) / 2``.
+
+    Args:
+        param: the pre-squashing value.
+        low: lower bound(s). Default -1.
+        high: upper bound(s). Default 1.
+        event_dims: number of trailing dims of one event. Default 1.
+        atol: absolute tolerance of ``log_prob``.
+        rtol: relative tolerance.
+
+    Examples:
+        >>> import torch
+        >>> TanhDelta(torch.zeros(2), low=0.0, high=4.0).mode
+        tensor([2., 2.])
+    """
+
+    def __init__(
+        self,
+        param: torch.Tensor,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        event_dims: int = 1,
+        atol: float = 1e-6,
+        rtol: float = 1e-6,
+    ) -> None:
+        low_t = torch.as_tensor(low, dtype=param.dtype, device=param.device)
+        high_t = torch.as_tensor(high, dtype=param.dtype, device=param.device)
+        if bool((high_t <= low_t).any()):
+            raise ValueError(f"TanhDelta: every high must exceed low, got low={low}, high={high}.")
+        self.low, self.high = low_t, high_t
+        value = (high_t + low_t) / 2 + (high_t - low_t) / 2 * torch.tanh(param)
+        super().__init__(value, atol=atol, rtol=rtol, event_dims=event_dims)
+
+    @property
+    def support(self) -> D.constraints.Constraint:
+        return D.constraints.interval(self.low, self.high)

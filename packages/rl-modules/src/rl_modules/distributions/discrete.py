@@ -1,0 +1,136 @@
+"""Discrete policies: one-hot categorical, and categoricals restricted by an action mask."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import distributions as D
+
+
+def _masked_logits(
+    logits: torch.Tensor | None, probs: torch.Tensor | None, mask: torch.Tensor, who: str
+) -> torch.Tensor:
+    if (logits is None) == (probs is None):
+        raise ValueError(f"{who}: pass exactly one of logits or probs.")
+    base = logits if logits is not None else probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{who}: mask must be a bool tensor (True = allowed), got {mask.dtype}.")
+    if mask.shape[-1] != base.shape[-1]:
+        raise ValueError(
+            f"{who}: mask has {mask.shape[-1]} actions on its last dim but the logits have "
+            f"{base.shape[-1]}; they must match."
+        )
+    if not bool(mask.any(-1).all()):
+        raise ValueError(f"{who}: every row of the mask must allow at least one action.")
+    return torch.where(mask, base, torch.full_like(base, torch.finfo(base.dtype).min))
+
+
+class OneHotCategorical(D.OneHotCategorical):
+    """A categorical whose samples are one-hot vectors, with straight-through ``rsample``.
+
+    ``rsample`` returns the one-hot sample plus ``probs - probs.detach()`` so
+    gradients flow to the logits (Bengio et al., 2013). ``mode`` and
+    ``deterministic_sample`` are the one-hot argmax.
+
+    Examples:
+        >>> import torch
+        >>> OneHotCategorical(logits=torch.tensor([0.0, 3.0, 1.0])).mode
+        tensor([0., 1., 0.])
+    """
+
+    has_rsample = True
+
+    def __init__(
+        self, logits: torch.Tensor | None = None, probs: torch.Tensor | None = None
+    ) -> None:
+        super().__init__(probs=probs, logits=logits, validate_args=False)
+
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+        sample = self.sample(sample_shape)
+        return sample + (self.probs - self.probs.detach())
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
+class MaskedCategorical(D.Categorical):
+    """A categorical over integer actions where ``mask`` (True = allowed) removes some.
+
+    Masked-out actions have probability 0, are never sampled, never chosen by
+    ``mode``, and get ``log_prob = -inf``.
+
+    Args:
+        logits: unnormalised log-probabilities ``[..., n]``.
+        probs: probabilities (alternative to ``logits``).
+        mask: bool ``[..., n]``; every row needs one allowed action.
+
+    Examples:
+        >>> import torch
+        >>> d = MaskedCategorical(logits=torch.tensor([5.0, 0.0, 1.0]), mask=torch.tensor([False, True, True]))
+        >>> int(d.mode)
+        2
+    """
+
+    def __init__(
+        self,
+        logits: torch.Tensor | None = None,
+        probs: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor,
+    ) -> None:
+        self.mask = mask
+        super().__init__(
+            logits=_masked_logits(logits, probs, mask, "MaskedCategorical"), validate_args=False
+        )
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        lp = super().log_prob(value)
+        allowed = self.mask.expand(*value.shape, self.mask.shape[-1]).gather(
+            -1, value.long().unsqueeze(-1)
+        )
+        return torch.where(allowed.squeeze(-1), lp, torch.full_like(lp, -math.inf))
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
+class MaskedOneHotCategorical(MaskedCategorical):
+    """:class:`MaskedCategorical` with one-hot samples (and straight-through ``rsample``).
+
+    Examples:
+        >>> import torch
+        >>> d = MaskedOneHotCategorical(logits=torch.tensor([5.0, 0.0, 1.0]), mask=torch.tensor([False, True, True]))
+        >>> d.mode
+        tensor([0., 0., 1.])
+    """
+
+    has_rsample = True
+
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+        idx = super().sample(sample_shape)
+        return torch.nn.functional.one_hot(idx, self._num_events).to(self.logits.dtype)
+
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+        return self.sample(sample_shape) + (self.probs - self.probs.detach())
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return super().log_prob(value.argmax(-1))
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return torch.nn.functional.one_hot(super().mode, self._num_events).to(self.logits.dtype)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+    @property
+    def event_shape(self) -> torch.Size:
+        return torch.Size([self._num_events])
+
+    @property
+    def support(self) -> D.constraints.Constraint:
+        return D.constraints.one_hot

@@ -1,0 +1,22 @@
+"""Plain ``nn.Module`` networks (wrap them in a TensorDictModule to route keys)."""
+
+from rl_modules.networks.conv import ConvNet, SquashDims
+from rl_modules.networks.dqn import DdpgMlpActor, DdpgMlpQNet, DuelingCnnDQNet
+from rl_modules.networks.ensemble import Ensemble, StackedParams
+from rl_modules.networks.mlp import MLP
+from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP
+from rl_modules.networks.noisy import NoisyLinear
+
+__all__ = [
+    "MLP",
+    "ConvNet",
+    "DdpgMlpActor",
+    "DdpgMlpQNet",
+    "DuelingCnnDQNet",
+    "Ensemble",
+    "MultiAgentConvNet",
+    "MultiAgentMLP",
+    "NoisyLinear",
+    "SquashDims",
+    "StackedParams",
+]

@@ -1,0 +1,146 @@
+"""Run N copies of one architecture at once: stacked parameters + ``torch.vmap``."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+
+def _reinit(module: nn.Module) -> None:
+    for sub in module.modules():
+        reset = getattr(sub, "reset_parameters", None)
+        if callable(reset):
+            reset()
+
+
+class StackedParams(nn.Module):
+    """The parameters of ``num_copies`` modules of one architecture, stacked on dim 0.
+
+    Each copy is initialised independently (``reset_parameters`` of every
+    submodule), then its tensors are stacked into one ``nn.Parameter`` per
+    name. :meth:`call` runs the copies with ``torch.vmap`` over that dim, so
+    N networks cost one batched kernel per layer instead of a Python loop.
+    Buffers are stacked too but must not be updated in place (no BatchNorm).
+
+    Args:
+        module: the template; lazy modules must be materialised first.
+        num_copies: number of copies.
+        reset_parameters: re-initialise each copy (``False`` copies the template's values).
+    """
+
+    def __init__(self, module: nn.Module, num_copies: int, reset_parameters: bool = True) -> None:
+        super().__init__()
+        if num_copies < 1:
+            raise ValueError(f"StackedParams: num_copies must be >= 1, got {num_copies}.")
+        if any(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters()):
+            raise ValueError(
+                "StackedParams: the module has lazy (uninitialised) parameters; give it explicit "
+                "input sizes or run it once on an example input before stacking."
+            )
+        copies = []
+        for _ in range(num_copies):
+            c = copy.deepcopy(module)
+            if reset_parameters:
+                _reinit(c)
+            copies.append(c)
+        self.num_copies = num_copies
+        self._names = [n for n, _ in module.named_parameters()]
+        self._buffer_names = [n for n, _ in module.named_buffers()]
+        self.params = nn.ParameterList(
+            nn.Parameter(torch.stack([dict(c.named_parameters())[n].detach() for c in copies]))
+            for n in self._names
+        )
+        for i, n in enumerate(self._buffer_names):
+            self.register_buffer(f"buffer_{i}", torch.stack([dict(c.named_buffers())[n] for c in copies]))
+        # The template runs on "meta": functional_call swaps every tensor in, so it holds none.
+        self._template = [copy.deepcopy(module).to("meta")]
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Name -> stacked tensor (parameters and buffers), leading dim = copies."""
+        out = dict(zip(self._names, self.params, strict=True))
+        for i, n in enumerate(self._buffer_names):
+            out[n] = getattr(self, f"buffer_{i}")
+        return out
+
+    def call(
+        self,
+        *inputs: torch.Tensor,
+        in_dims: int | None | tuple[int | None, ...] = None,
+        out_dim: int = 0,
+    ) -> torch.Tensor:
+        """Run every copy; ``in_dims`` says which input dim (if any) is split among copies.
+
+        Args:
+            inputs: the positional inputs of the module.
+            in_dims: ``None`` (every copy sees the whole input), an int (each
+                copy gets its slice along that dim), or one entry per input.
+            out_dim: where the copies dim goes in the output.
+
+        Returns:
+            The stacked outputs.
+        """
+        template = self._template[0]
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(inputs)
+
+        def one(tensors: dict[str, torch.Tensor], *xs: torch.Tensor) -> torch.Tensor:
+            return functional_call(template, tensors, xs)
+
+        return torch.vmap(one, in_dims=(0, *dims), out_dims=out_dim, randomness="different")(
+            self.tensors(), *inputs
+        )
+
+    def extra_repr(self) -> str:
+        return f"num_copies={self.num_copies}, template={self._template[0].__class__.__name__}"
+
+
+class Ensemble(nn.Module):
+    """``num_copies`` independently initialised copies of a network, run in one vmapped call.
+
+    The REDQ critic (Chen et al., 2021) is ``Ensemble(qnet, 10)``: every copy
+    sees the same input and the output gains a leading dim of size
+    ``num_copies``. With ``split_input_dim=d`` each copy instead gets its own
+    slice of the inputs along dim ``d`` (stacked target computations).
+
+    Args:
+        module: a network (instance) or a zero-argument factory returning one.
+        num_copies: number of members.
+        split_input_dim: ``None`` to broadcast inputs, or the input dim split among members.
+        reset_parameters: re-initialise each member independently.
+
+    Examples:
+        >>> import torch
+        >>> from rl_modules import MLP
+        >>> qnets = Ensemble(MLP(in_features=5, out_features=1, num_cells=[8]), num_copies=4)
+        >>> qnets(torch.zeros(32, 5)).shape
+        torch.Size([4, 32, 1])
+    """
+
+    def __init__(
+        self,
+        module: nn.Module | Callable[[], nn.Module],
+        num_copies: int,
+        split_input_dim: int | None = None,
+        reset_parameters: bool = True,
+    ) -> None:
+        super().__init__()
+        template = module if isinstance(module, nn.Module) else module()
+        self.stacked = StackedParams(template, num_copies, reset_parameters)
+        self.split_input_dim = split_input_dim
+
+    @property
+    def num_copies(self) -> int:
+        return self.stacked.num_copies
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self.split_input_dim is not None:
+            for x in inputs:
+                if x.shape[self.split_input_dim] != self.num_copies:
+                    raise ValueError(
+                        f"Ensemble: input dim {self.split_input_dim} has size "
+                        f"{x.shape[self.split_input_dim]}, expected num_copies={self.num_copies}."
+                    )
+        return self.stacked.call(*inputs, in_dims=self.split_input_dim, out_dim=0)

@@ -1,0 +1,176 @@
+"""Multi-agent networks: one network per agent (or one shared), vectorised over agents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from rl_modules.networks.conv import ConvNet
+from rl_modules.networks.ensemble import StackedParams
+from rl_modules.networks.mlp import MLP
+
+
+class _MultiAgentNet(nn.Module):
+    """Routes ``[*B, n_agents, *in]`` through a shared net or per-agent stacked nets.
+
+    Subclasses build ``template`` (the per-agent network, fed with the
+    agent's own input, or with every agent's input when centralised).
+    """
+
+    agent_event_dims: int  # number of trailing dims of one agent's input
+
+    def __init__(
+        self, template: nn.Module, n_agents: int, centralized: bool, share_params: bool
+    ) -> None:
+        super().__init__()
+        self.n_agents, self.centralized, self.share_params = n_agents, centralized, share_params
+        if share_params:
+            self.net = template
+        else:
+            self.agent_nets = StackedParams(template, n_agents, reset_parameters=True)
+
+    def _centralise(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        agent_dim = x.ndim - self.agent_event_dims - 1
+        if agent_dim < 0 or x.shape[agent_dim] != self.n_agents:
+            raise ValueError(
+                f"{type(self).__name__}: expected an input [*B, n_agents={self.n_agents}, "
+                f"<{self.agent_event_dims} agent dims>], got shape {tuple(x.shape)}."
+            )
+        if not self.centralized:
+            if self.share_params:
+                return self.net(x)
+            return self.agent_nets.call(x, in_dims=agent_dim, out_dim=agent_dim)
+        joint = self._centralise(x)
+        if self.share_params:
+            out = self.net(joint).unsqueeze(agent_dim)
+            return out.expand(*out.shape[:agent_dim], self.n_agents, *out.shape[agent_dim + 1 :])
+        return self.agent_nets.call(joint, in_dims=None, out_dim=agent_dim)
+
+
+class MultiAgentMLP(_MultiAgentNet):
+    """An MLP per agent over inputs ``[*B, n_agents, n_agent_inputs]``.
+
+    - ``share_params=True``: one MLP for all agents; ``False``: independent
+      parameters per agent, stored stacked and run with ``torch.vmap`` (one
+      batched call, not a loop over agents).
+    - ``centralized=True``: every agent's net sees all agents' inputs
+      (concatenated, ``n_agents * n_agent_inputs`` features), as a MAPPO critic.
+      Centralised with shared parameters gives the same output to every agent.
+
+    Args:
+        n_agent_inputs: features per agent.
+        n_agent_outputs: outputs per agent.
+        n_agents: number of agents.
+        centralized: see above.
+        share_params: see above.
+        device: where the parameters live.
+        depth: hidden layers of each MLP.
+        num_cells: hidden widths (default 32).
+        activation_class: activation (default ``nn.Tanh``).
+        **mlp_kwargs: other :class:`MLP` arguments.
+
+    Examples:
+        >>> import torch
+        >>> net = MultiAgentMLP(4, 2, n_agents=3, centralized=False, share_params=False, num_cells=[16])
+        >>> net(torch.zeros(10, 3, 4)).shape
+        torch.Size([10, 3, 2])
+    """
+
+    agent_event_dims = 1
+
+    def __init__(
+        self,
+        n_agent_inputs: int,
+        n_agent_outputs: int,
+        n_agents: int,
+        *,
+        centralized: bool,
+        share_params: bool,
+        device: torch.device | str | None = None,
+        depth: int | None = None,
+        num_cells: int | Sequence[int] | None = None,
+        activation_class: type[nn.Module] = nn.Tanh,
+        **mlp_kwargs: object,
+    ) -> None:
+        if n_agent_inputs is None:
+            raise ValueError("MultiAgentMLP: n_agent_inputs is required (lazy sizes not supported).")
+        in_features = n_agent_inputs * n_agents if centralized else n_agent_inputs
+        template = MLP(
+            in_features=in_features,
+            out_features=n_agent_outputs,
+            depth=depth,
+            num_cells=num_cells,
+            activation_class=activation_class,
+            device=device,
+            **mlp_kwargs,
+        )
+        super().__init__(template, n_agents, centralized, share_params)
+        self.n_agent_inputs, self.n_agent_outputs = n_agent_inputs, n_agent_outputs
+
+    def _centralise(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(-2)
+
+
+class MultiAgentConvNet(_MultiAgentNet):
+    """A :class:`ConvNet` per agent over inputs ``[*B, n_agents, C, H, W]``.
+
+    Centralised nets see every agent's image stacked on the channel dim
+    (``n_agents * C`` channels). See :class:`MultiAgentMLP` for the sharing modes.
+
+    Args:
+        n_agents: number of agents.
+        centralized: whether each net sees every agent's input.
+        share_params: one net for all agents, or one per agent.
+        in_features: channels of one agent's input (required).
+        device: where the parameters live.
+        num_cells, kernel_sizes, strides, paddings, activation_class, **conv_kwargs:
+            :class:`ConvNet` arguments.
+
+    Examples:
+        >>> import torch
+        >>> net = MultiAgentConvNet(2, centralized=True, share_params=False, in_features=3, num_cells=[4], kernel_sizes=3)
+        >>> net(torch.zeros(5, 2, 3, 8, 8)).shape
+        torch.Size([5, 2, 144])
+    """
+
+    agent_event_dims = 3
+
+    def __init__(
+        self,
+        n_agents: int,
+        *,
+        centralized: bool,
+        share_params: bool,
+        in_features: int | None = None,
+        device: torch.device | str | None = None,
+        num_cells: Sequence[int] | None = None,
+        kernel_sizes: int | Sequence[int] = 3,
+        strides: int | Sequence[int] = 1,
+        paddings: int | Sequence[int] = 0,
+        activation_class: type[nn.Module] = nn.ELU,
+        **conv_kwargs: object,
+    ) -> None:
+        if in_features is None:
+            raise ValueError(
+                "MultiAgentConvNet: in_features (channels per agent) is required; lazy sizes "
+                "cannot be stacked across agents."
+            )
+        template = ConvNet(
+            in_features=in_features * n_agents if centralized else in_features,
+            num_cells=num_cells,
+            kernel_sizes=kernel_sizes,
+            strides=strides,
+            paddings=paddings,
+            activation_class=activation_class,
+            device=device,
+            **conv_kwargs,
+        )
+        super().__init__(template, n_agents, centralized, share_params)
+
+    def _centralise(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(-4, -3)

@@ -1,0 +1,97 @@
+"""Linear layer with factorised Gaussian parameter noise (NoisyNet)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _scaled_noise(size: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    x = torch.randn(size, generator=generator, device=device)
+    return x.sign() * x.abs().sqrt()
+
+
+class NoisyLinear(nn.Module):
+    """``y = (mu_w + sigma_w * eps_w) x + mu_b + sigma_b * eps_b`` with factorised noise.
+
+    Fortunato et al., "Noisy Networks for Exploration" (2018), factorised
+    variant: ``eps_w = f(eps_out) f(eps_in)^T`` with ``f(x) = sign(x) sqrt(|x|)``.
+    Noise is used in training mode only; call :meth:`reset_noise` to draw new noise.
+
+    Args:
+        in_features: input size.
+        out_features: output size.
+        bias: whether the layer has a (noisy) bias.
+        device: where the parameters live.
+        dtype: their dtype.
+        std_init: initial ``sigma`` factor (``sigma = std_init / sqrt(in_features)``).
+
+    Examples:
+        >>> import torch
+        >>> layer = NoisyLinear(4, 2)
+        >>> layer(torch.zeros(3, 4)).shape
+        torch.Size([3, 2])
+        >>> layer.reset_noise()
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        std_init: float = 0.1,
+    ) -> None:
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        self.in_features, self.out_features, self.std_init = in_features, out_features, std_init
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features, **kw))
+        self.weight_sigma = nn.Parameter(torch.empty(out_features, in_features, **kw))
+        self.register_buffer("weight_epsilon", torch.zeros(out_features, in_features, **kw))
+        if bias:
+            self.bias_mu = nn.Parameter(torch.empty(out_features, **kw))
+            self.bias_sigma = nn.Parameter(torch.empty(out_features, **kw))
+            self.register_buffer("bias_epsilon", torch.zeros(out_features, **kw))
+        else:
+            self.bias_mu = self.bias_sigma = self.bias_epsilon = None
+        self.reset_parameters()
+        self.reset_noise()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.in_features)
+        with torch.no_grad():
+            self.weight_mu.uniform_(-bound, bound)
+            self.weight_sigma.fill_(self.std_init * bound)
+            if self.bias_mu is not None:
+                self.bias_mu.uniform_(-bound, bound)
+                self.bias_sigma.fill_(self.std_init * bound)
+
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """Draw new factorised noise."""
+        dev = self.weight_mu.device
+        eps_in = _scaled_noise(self.in_features, generator, dev)
+        eps_out = _scaled_noise(self.out_features, generator, dev)
+        self.weight_epsilon.copy_(torch.outer(eps_out, eps_in))
+        if self.bias_epsilon is not None:
+            self.bias_epsilon.copy_(eps_out)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        if self.training:
+            return self.weight_mu + self.weight_sigma * self.weight_epsilon
+        return self.weight_mu
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        if self.bias_mu is None:
+            return None
+        if self.training:
+            return self.bias_mu + self.bias_sigma * self.bias_epsilon
+        return self.bias_mu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
