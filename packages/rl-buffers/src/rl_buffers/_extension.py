@@ -1,0 +1,119 @@
+"""Loading the compiled segment-tree extension (JIT, cached per torch version).
+
+Why JIT and not build time: a C++ extension links against one exact libtorch.
+A wheel compiled at build time breaks with ``undefined symbol`` errors as soon
+as the user's torch differs from the build's, and would tie this pure-Python
+package to one torch and one CUDA version. Compiling on first use against the
+running torch (``torch.utils.cpp_extension.load`` with ninja) always matches;
+the result is cached under a directory named after the torch version, the
+Python version and a hash of the sources, so each (torch, source) pair is
+compiled once per machine and a different torch never loads a stale library.
+
+The extension only registers ``torch.ops.rl_buffers_segtree.*`` operators
+(no pybind11 module), which keeps the compile short. Every failure (no
+compiler, a compile error, a load error) is caught and reported as a reason
+string: importing :mod:`rl_buffers` never touches the extension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+_CSRC = Path(__file__).parent / "csrc"
+CPU_SOURCES = ("segment_tree_cpu.cpp",)
+CUDA_SOURCES = ("segment_tree_cuda_binding.cpp", "segment_tree_cuda.cu")
+
+_lock = threading.RLock()
+# device kind ("cpu" / "cuda") -> None when loaded, else the reason it failed.
+_results: dict[str, str | None] = {}
+
+
+def _sources_hash(names: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update((_CSRC / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def build_directory(kind: str) -> Path:
+    """The cache directory of the compiled extension for this torch and Python.
+
+    Args:
+        kind: ``"cpu"`` or ``"cuda"``.
+
+    Returns:
+        ``~/.cache/rl_buffers/torch-<version>-py<major><minor>/<kind>-<source hash>``.
+
+    Examples:
+        >>> build_directory("cpu").parent.name.startswith("torch-")
+        True
+    """
+    names = CPU_SOURCES if kind == "cpu" else CPU_SOURCES + CUDA_SOURCES
+    tag = f"torch-{torch.__version__.replace('+', '_')}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return Path.home() / ".cache" / "rl_buffers" / tag / f"{kind}-{_sources_hash(names)}"
+
+
+def _compile(kind: str) -> None:
+    from torch.utils import cpp_extension
+
+    if shutil.which("ninja") is None and not cpp_extension.is_ninja_available():
+        raise RuntimeError("ninja is not installed (pip install ninja)")
+    if kind == "cpu":
+        names, name, with_cuda = CPU_SOURCES, "rl_buffers_segtree_cpu", False
+    else:
+        if cpp_extension.CUDA_HOME is None:
+            raise RuntimeError("no CUDA toolkit (nvcc) was found; set up CUDA_HOME")
+        names, name, with_cuda = CUDA_SOURCES, "rl_buffers_segtree_cuda", True
+    directory = build_directory(kind)
+    directory.mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(
+        name=name,
+        sources=[str(_CSRC / n) for n in names],
+        build_directory=str(directory),
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3"],
+        with_cuda=with_cuda,
+        is_python_module=False,
+        verbose=False,
+    )
+
+
+def load(kind: str) -> str | None:
+    """Compiles (once, cached) and loads the extension for a device kind.
+
+    Tried at most once per process and kind; later calls return the first answer.
+
+    Args:
+        kind: ``"cpu"`` (the C++ kernels) or ``"cuda"`` (adds the CUDA kernels).
+
+    Returns:
+        ``None`` when the operators are ready, else the reason they are not.
+
+    Examples:
+        >>> reason = load("cpu")
+        >>> reason is None or isinstance(reason, str)
+        True
+    """
+    with _lock:
+        if kind in _results:
+            return _results[kind]
+        reason: str | None = None
+        try:
+            if kind == "cuda":
+                cpu_reason = load("cpu")
+                if cpu_reason is not None:
+                    raise RuntimeError(cpu_reason)
+                if not torch.cuda.is_available():
+                    raise RuntimeError("CUDA is not available in this torch build or machine")
+            _compile(kind)
+        except Exception as err:  # a compiler, a linker or a loader error: all mean "fall back"
+            text = " ".join(str(err).split())
+            reason = f"{type(err).__name__}: {text[:400]}"
+        _results[kind] = reason
+        return reason
