@@ -2,6 +2,26 @@
 
 from importlib.metadata import version as _version
 
+from rl_envs.specs import (
+    Binary,
+    Bounded,
+    Categorical,
+    Composite,
+    OneHot,
+    TensorSpec,
+    Unbounded,
+)
+
 __version__ = _version("rl-envs")
 
-__all__ = ["__version__"]
+__all__ = [
+    # specs
+    "Binary",
+    "Bounded",
+    "Categorical",
+    "Composite",
+    "OneHot",
+    "TensorSpec",
+    "Unbounded",
+    "__version__",
+]

@@ -1,0 +1,171 @@
+"""``Categorical``: integer indices ``0 .. n-1``, optionally restricted by a mask."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg
+from rl_envs.specs._spaces import CategoricalBox
+
+__all__ = ["Categorical"]
+
+
+def _check_mask(mask: torch.Tensor | None, shape: torch.Size, n: int) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    mask = torch.as_tensor(mask, dtype=torch.bool)
+    try:
+        mask = mask.expand(*shape, n)
+    except RuntimeError as err:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to {(*shape, n)} "
+            f"(the spec's shape followed by n={n})."
+        ) from err
+    if not bool(mask.any(-1).all()):
+        raise ValueError("mask must allow at least one category for every entry.")
+    return mask
+
+
+def _masked_sample(mask: torch.Tensor, lead: torch.Size) -> torch.Tensor:
+    """One allowed category per entry, uniform among the allowed ones; shape ``lead``."""
+    m = mask.expand(*lead, mask.shape[-1])
+    flat = m.reshape(-1, m.shape[-1]).to(torch.float32)
+    return torch.multinomial(flat, 1).reshape(lead)
+
+
+class Categorical(TensorSpec):
+    """Integer categories ``0 .. n-1`` (e.g. a Gymnasium ``Discrete`` action).
+
+    Args:
+        n: the number of categories.
+        shape: the full shape of a value; defaults to ``()`` (one index).
+        device: defaults to CPU.
+        dtype: defaults to ``torch.int64``.
+        mask: optional bool tensor of shape ``(*shape, n)`` (broadcastable):
+            ``True`` marks the allowed categories. ``rand`` samples only allowed
+            ones, ``is_in`` rejects the others, ``project`` moves to the nearest
+            allowed index. Change it with :meth:`update_mask`.
+
+    Example:
+        >>> import torch
+        >>> spec = Categorical(n=4)
+        >>> int(spec.rand()) in range(4)
+        True
+        >>> spec.project(torch.tensor(7))
+        tensor(3)
+        >>> spec.is_in(torch.tensor(4))
+        False
+    """
+
+    def __init__(
+        self,
+        n: int,
+        shape: ShapeLike | None = None,
+        device: Any = None,
+        dtype: Any = torch.int64,
+        mask: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__(shape, device, _dtype_arg(dtype, torch.int64))
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"Categorical needs n >= 1 categories, got n={n}.")
+        self.space = CategoricalBox(n)
+        self.mask = _check_mask(mask, self.shape, n)
+        if self.mask is not None:
+            self.mask = self.mask.to(self.device)
+
+    @property
+    def n(self) -> int:
+        """The number of categories."""
+        return self.space.n
+
+    def update_mask(self, mask: torch.Tensor | None) -> None:
+        """Sets (or clears, with ``None``) the mask of allowed categories, shape ``(*shape, n)``."""
+        self.mask = _check_mask(mask, self.shape, self.space.n)
+        if self.mask is not None:
+            self.mask = self.mask.to(self.device)
+
+    def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
+        """Uniform categories (among the allowed ones), ``shape`` prepended."""
+        full = self._full_shape(shape)
+        if self.mask is not None:
+            return _masked_sample(self.mask, full).to(self.dtype)
+        if self.dtype == torch.bool:
+            return torch.randint(0, self.space.n, full, device=self.device).bool()
+        return torch.randint(0, self.space.n, full, dtype=self.dtype, device=self.device)
+
+    def _in_range(self, val: torch.Tensor) -> bool:
+        if self.dtype == torch.bool:
+            ok = self.space.n >= 2 or not bool(val.any())
+        else:
+            ok = torch.equal(val.clamp(0, self.space.n - 1), val)
+        if ok and self.mask is not None:
+            m = self.mask.expand(*val.shape, self.space.n)
+            ok = bool(m.gather(-1, val.long().unsqueeze(-1)).all())
+        return ok
+
+    def _domain_text(self) -> str:
+        extra = " and allowed by the mask" if self.mask is not None else ""
+        return f"integers in [0, {self.space.n - 1}]{extra}"
+
+    def _project(self, val: torch.Tensor) -> torch.Tensor:
+        n = self.space.n
+        if val.dtype.is_floating_point:
+            val = val.round()
+        val = val.to(device=self.device)
+        if self.mask is None:
+            if self.dtype == torch.bool:
+                return val.clamp(0, n - 1).to(torch.bool)
+            return val.clamp(0, n - 1).to(self.dtype)
+        # nearest allowed category (ties go to the lower index)
+        cats = torch.arange(n, device=self.device, dtype=torch.float64)
+        dist = (cats - val.double().unsqueeze(-1)).abs()
+        dist = dist.masked_fill(~self.mask.expand(*val.shape, n), float("inf"))
+        return dist.argmin(-1).to(self.dtype)
+
+    def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
+        """``tensor_to_index[..., index]`` keeping the last dim (e.g. the chosen action value).
+
+        Example:
+            >>> import torch
+            >>> Categorical(3).index(torch.tensor(2), torch.tensor([1.0, 2.0, 3.0]))
+            tensor([3.])
+        """
+        idx = index.long()
+        if idx.ndim == tensor_to_index.ndim - 1:
+            idx = idx.unsqueeze(-1)
+        idx = idx.expand(*tensor_to_index.shape[:-1], idx.shape[-1])
+        return tensor_to_index.gather(-1, idx)
+
+    def enumerate(self) -> torch.Tensor:
+        """All the values of the spec stacked on a new first dim (``n`` of them)."""
+        n = self.space.n
+        cats = torch.arange(n, device=self.device).to(self.dtype)
+        return cats.view(n, *([1] * self.ndim)).expand(n, *self.shape).clone()
+
+    def _remap(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Categorical:
+        mask = fn(self.mask) if self.mask is not None else None
+        shape = fn(self._meta()).shape
+        return Categorical(self.space.n, shape, self.device, self.dtype, mask=mask)
+
+    def _with(self, **changes: Any) -> Categorical:
+        device = changes.get("device", self.device)
+        mask = self.mask.to(device) if self.mask is not None else None
+        return Categorical(
+            self.space.n, self.shape, device, changes.get("dtype", self.dtype), mask=mask
+        )
+
+    def _same_params(self, other: TensorSpec) -> bool:
+        o: Categorical = other  # type: ignore[assignment]
+        if self.space != o.space or (self.mask is None) != (o.mask is None):
+            return False
+        return self.mask is None or torch.equal(self.mask, o.mask)
+
+    def _repr_fields(self) -> list[str]:
+        fields = [f"space=CategoricalBox(n={self.space.n})"]
+        if self.mask is not None:
+            fields.append(f"mask=Tensor(shape={self.mask.shape})")
+        return fields
