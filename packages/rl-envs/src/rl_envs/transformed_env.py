@@ -1,0 +1,170 @@
+"""``TransformedEnv``: an env seen through a stack of transforms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensordict import TensorDictBase
+
+from rl_envs.env_base import EnvBase
+from rl_envs.transforms.compose import Compose
+from rl_envs.transforms.transform import EnvSpecs, Transform
+
+__all__ = ["TransformedEnv"]
+
+
+def _flatten(compose: Compose) -> list[Transform]:
+    out: list[Transform] = []
+    for t in compose.transforms:
+        out.extend(_flatten(t) if isinstance(t, Compose) else [t])
+    return out
+
+
+class TransformedEnv(EnvBase):
+    """Wraps ``base_env`` so that every output goes through ``transform``.
+
+    Reset and step outputs are transformed first-to-last; inputs (actions,
+    states) go through the transforms' inverses last-to-first before the base
+    env reads them. The specs (``observation_spec``, ``action_spec``,
+    ``reward_spec``, ``done_spec``, ``state_spec`` and their ``full_*`` forms)
+    are the base env's specs rewritten by every transform, recomputed whenever
+    the stack changes (``append_transform``, ``insert_transform``,
+    ``env.transform.pop()``).
+
+    Args:
+        base_env: the env to wrap. A ``TransformedEnv`` is unwrapped (its
+            transforms move to the front of the new stack) unless ``auto_unwrap=False``.
+        transform: a transform or a ``Compose`` (default: an empty ``Compose``).
+        cache_specs: kept for TorchRL parity; specs are always cached and
+            recomputed when the stack changes.
+        auto_unwrap: see ``base_env``.
+        validate_actions: see :class:`~rl_envs.EnvBase` (default: the base env's).
+
+    Example:
+        >>> from rl_envs import PendulumEnv, TransformedEnv, StepCounter, RewardSum
+        >>> env = TransformedEnv(PendulumEnv(), StepCounter(max_steps=5))
+        >>> env.append_transform(RewardSum())
+        TransformedEnv(...)
+        >>> env.rollout(10)["next", "step_count"][-1].item()
+        5
+    """
+
+    def __init__(
+        self,
+        base_env: EnvBase,
+        transform: Transform | None = None,
+        cache_specs: bool = True,
+        *,
+        auto_unwrap: bool | None = None,
+        validate_actions: bool | None = None,
+    ) -> None:
+        if not isinstance(base_env, EnvBase):
+            raise TypeError(
+                f"TransformedEnv wraps an EnvBase, got {type(base_env).__name__}. Wrap a "
+                "Gymnasium env with GymWrapper first."
+            )
+        inner: list[Transform] = []
+        if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
+            while len(base_env.transform):
+                inner.insert(0, base_env.transform.pop())
+            base_env = base_env.base_env
+        super().__init__(
+            device=base_env.device,
+            batch_size=base_env.batch_size,
+            validate_actions=(
+                base_env.validate_actions if validate_actions is None else validate_actions
+            ),
+        )
+        self.base_env = base_env
+        self.cache_specs = cache_specs
+        if transform is None:
+            transform = Compose()
+        elif not isinstance(transform, Compose):
+            transform = Compose(transform)
+        for t in reversed(inner):
+            transform.insert(0, t)
+        transform.set_container(self)
+        self.transform = transform
+        self._needs_inv = False
+        self.empty_cache()
+
+    def __repr__(self) -> str:
+        return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={self.transform!r})"
+
+    # ------------------------------------------------------------------ specs
+    def empty_cache(self) -> None:
+        """Recomputes the specs from the base env's through the transform stack."""
+        base = self.base_env
+        specs = EnvSpecs(
+            observation=base.full_observation_spec.clone(),
+            reward=base.full_reward_spec.clone(),
+            done=base.full_done_spec.clone(),
+            action=base.full_action_spec.clone(),
+            state=base.full_state_spec.clone(),
+        )
+        specs = self.transform.transform_specs(specs)
+        self._full_observation_spec = specs.observation
+        self._full_reward_spec = specs.reward
+        self._full_done_spec = specs.done
+        self._full_action_spec = specs.action
+        self._full_state_spec = specs.state
+        self._needs_inv = any(
+            t.in_keys_inv
+            or type(t).inv is not Transform.inv
+            or type(t)._inv_call is not Transform._inv_call
+            for t in _flatten(self.transform)
+        )
+
+    # ------------------------------------------------------------- the stack
+    def append_transform(self, transform: Transform) -> TransformedEnv:
+        """Adds ``transform`` at the end of the stack; returns the env."""
+        self.transform.append(transform)
+        return self
+
+    def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
+        """Inserts ``transform`` at ``index`` of the stack; returns the env."""
+        self.transform.insert(index, transform)
+        return self
+
+    # ------------------------------------------------------------------ hooks
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        inner_in = self.transform._reset_env_preprocess(tensordict)
+        out = self.base_env._reset(inner_in, **kwargs)
+        self.base_env._fill_missing_done(out, reset=True)
+        if tensordict is None:
+            tensordict = out.empty()
+        return self.transform._reset(tensordict, out)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._needs_inv:
+            tensordict = self.transform.inv(tensordict.clone(False))
+        next_td = self.base_env._step(tensordict)
+        self.base_env._fill_missing_done(next_td, reset=False)
+        return self.transform._step(tensordict, next_td)
+
+    def _step_below(self, transform: Transform, tensordict: TensorDictBase) -> TensorDictBase:
+        """Steps the base env and the transforms before ``transform`` (frame skipping).
+
+        ``tensordict`` is the base env's input (actions already inverted).
+        """
+        preceding = []
+        for t in _flatten(self.transform):
+            if t is transform:
+                break
+            preceding.append(t)
+        next_td = self.base_env._step(tensordict)
+        self.base_env._fill_missing_done(next_td, reset=False)
+        for t in preceding:
+            next_td = t._step(tensordict, next_td)
+        return next_td
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.base_env._set_seed(seed)
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seeds the base env; returns the seed for the next env."""
+        return self.base_env.set_seed(seed, static_seed=static_seed)
+
+    def close(self) -> None:
+        """Closes the base env."""
+        self.base_env.close()

@@ -1,0 +1,114 @@
+"""Small helpers shared by the transforms: key lists, error messages, spec edits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+NestedKey = str | tuple[str, ...]
+
+
+def as_key_list(keys: NestedKey | Sequence[NestedKey] | None) -> list[NestedKey]:
+    """Normalises ``None``, one key or a sequence of keys to a list of keys.
+
+    Example:
+        >>> as_key_list("obs"), as_key_list(["a", ("b", "c")]), as_key_list(None)
+        (['obs'], ['a', ('b', 'c')], [])
+    """
+    if keys is None:
+        return []
+    if isinstance(keys, (str, tuple)):
+        return [_unravel(keys)]
+    return [_unravel(k) for k in keys]
+
+
+def _unravel(key: NestedKey) -> NestedKey:
+    if isinstance(key, tuple):
+        if len(key) == 1:
+            return key[0]
+        if not all(isinstance(k, str) for k in key):
+            raise TypeError(f"a nested key must be a tuple of strings, got {key!r}")
+        return key
+    if not isinstance(key, str):
+        raise TypeError(f"a key must be a string or a tuple of strings, got {key!r}")
+    return key
+
+
+def present_keys(td: TensorDictBase) -> list[NestedKey]:
+    """Sorted leaf keys of ``td`` (for error messages)."""
+    return sorted(td.keys(include_nested=True, leaves_only=True), key=str)
+
+
+def missing_key_error(
+    owner: object, key: NestedKey, td: TensorDictBase, *, role: str = "in_key"
+) -> KeyError:
+    """A KeyError that names the transform, the missing key, what is present and the fix."""
+    name = type(owner).__name__
+    return KeyError(
+        f"{name}: {role} {key!r} is missing from the TensorDict it received "
+        f"(present: {present_keys(td)}). Pass {role}s naming entries that exist, or place "
+        f"{name} after the transform that writes {key!r}."
+    )
+
+
+def get_or_raise(owner: object, td: TensorDictBase, key: NestedKey, *, role: str = "in_key"):
+    """``td.get(key)`` with the transform's own error message when the key is absent."""
+    value = td.get(key, None)
+    if value is None:
+        raise missing_key_error(owner, key, td, role=role)
+    return value
+
+
+def spec_has(spec: Any, key: NestedKey) -> bool:
+    """Whether a Composite spec holds ``key`` (nested tuple keys allowed)."""
+    if spec is None:
+        return False
+    return key in set(spec.keys(include_nested=True, leaves_only=False))
+
+
+def cast_spec(spec: Any, dtype: torch.dtype) -> Any:
+    """A copy of a leaf spec with another dtype (bounds cast for Bounded specs)."""
+    if spec.dtype == dtype:
+        return spec.clone()
+    return spec.to(dtype)
+
+
+def unbounded_like(spec: Any, shape: Iterable[int] | None = None, dtype: torch.dtype | None = None):
+    """An Unbounded spec with ``spec``'s device and the given (or the same) shape and dtype."""
+    from rl_envs.specs import Unbounded
+
+    return Unbounded(
+        shape=torch.Size(spec.shape if shape is None else shape),
+        device=spec.device,
+        dtype=spec.dtype if dtype is None else dtype,
+    )
+
+
+def reset_mask(tensordict: TensorDictBase | None) -> torch.Tensor | None:
+    """The ``"_reset"`` mask of a partial reset's input (``None``: reset everything)."""
+    if tensordict is None:
+        return None
+    return tensordict.get("_reset", None)
+
+
+def masked_fill_reset(
+    tensordict: TensorDictBase | None, key: NestedKey, fresh: torch.Tensor
+) -> torch.Tensor:
+    """``fresh`` where the entry is reset, the input's previous ``key`` elsewhere.
+
+    ``fresh`` is returned as is for a full reset or when there is no previous value.
+    """
+    mask = reset_mask(tensordict)
+    if mask is None:
+        return fresh
+    previous = tensordict.get(key, None)
+    if previous is None:
+        return fresh
+    while mask.ndim < fresh.ndim:
+        mask = mask.unsqueeze(-1)
+    if mask.ndim > fresh.ndim:
+        mask = mask.reshape(mask.shape[: fresh.ndim])
+    return torch.where(mask, fresh, previous)

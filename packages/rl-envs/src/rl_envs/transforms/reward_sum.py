@@ -1,0 +1,104 @@
+"""``RewardSum``: the running return of each episode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_envs.transforms._utils import NestedKey, as_key_list, get_or_raise, masked_fill_reset
+from rl_envs.transforms.transform import EnvSpecs, Transform
+
+
+class RewardSum(Transform):
+    """Accumulates rewards into ``episode_reward``, zeroed at each (partial) reset.
+
+    ``("next", "episode_reward") = ("episode_reward") + ("next", "reward")``:
+    the root entry carries the sum up to the current step, so after a reset it
+    is zero for the reset entries and unchanged for the others.
+
+    Args:
+        in_keys: rewards to sum (default ``["reward"]``).
+        out_keys: where the sums go (default ``["episode_reward"]``, one per in_key).
+        reset_keys: unused here (single-agent envs reset with ``"_reset"``); kept for
+            TorchRL signature parity.
+        reward_spec: put the sum in the reward spec instead of the observation spec.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = RewardSum()
+        >>> root = t._reset(TensorDict(), TensorDict(obs=torch.zeros(1)))
+        >>> t._step(root, TensorDict(reward=torch.tensor([2.0])))["episode_reward"]
+        tensor([2.])
+    """
+
+    def __init__(
+        self,
+        in_keys: Sequence[NestedKey] | None = None,
+        out_keys: Sequence[NestedKey] | None = None,
+        reset_keys: Sequence[NestedKey] | None = None,
+        *,
+        reward_spec: bool = False,
+    ) -> None:
+        in_keys = as_key_list(in_keys) or ["reward"]
+        if out_keys is None:
+            out_keys = (
+                ["episode_reward"]
+                if in_keys == ["reward"]
+                else [_episode_key(k) for k in in_keys]
+            )
+        super().__init__(in_keys, out_keys)
+        self.reset_keys = as_key_list(reset_keys)
+        self.reward_spec = reward_spec
+        self._shapes: dict[NestedKey, torch.Size] = {}
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            shape = self._shapes.get(in_key, torch.Size((*tensordict_reset.batch_size, 1)))
+            zeros = torch.zeros(shape, device=tensordict_reset.device)
+            tensordict_reset.set(out_key, masked_fill_reset(tensordict, out_key, zeros))
+        return tensordict_reset
+
+    def _step(
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
+    ) -> TensorDictBase:
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            reward = get_or_raise(self, next_tensordict, in_key)
+            previous = tensordict.get(out_key, None)
+            total = reward.clone() if previous is None else previous + reward
+            next_tensordict.set(out_key, total)
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError(
+            "RewardSum accumulates along env steps: use it inside a TransformedEnv. On a "
+            "stored trajectory, use a cumulative sum over the time dimension."
+        )
+
+    def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
+        from rl_envs.transforms._utils import spec_has, unbounded_like
+
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            if not spec_has(specs.reward, in_key):
+                raise KeyError(
+                    f"RewardSum: in_key {in_key!r} is not in the env's reward spec "
+                    f"(keys: {list(specs.reward.keys(True, True))}). Pass in_keys naming a reward."
+                )
+            reward = specs.reward[in_key]
+            self._shapes[in_key] = reward.shape
+            out = unbounded_like(reward)
+            if self.reward_spec:
+                specs.reward[out_key] = out
+            else:
+                specs.observation[out_key] = out
+        return specs
+
+
+def _episode_key(key: NestedKey) -> NestedKey:
+    if isinstance(key, tuple):
+        return (*key[:-1], f"episode_{key[-1]}")
+    return f"episode_{key}"

@@ -1,0 +1,122 @@
+"""``StepCounter``: counts the steps of each trajectory and truncates at ``max_steps``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_envs.transforms._utils import get_or_raise, reset_mask
+from rl_envs.transforms.transform import EnvSpecs, Transform
+
+
+class StepCounter(Transform):
+    """Counts steps since the last reset; sets ``truncated`` once ``max_steps`` is reached.
+
+    ``step_count`` (int64, ``[*B, 1]``) is 0 after a reset and grows by one per
+    step. With ``max_steps``, ``("next", truncated_key)`` becomes ``True`` when
+    the count reaches it, and with ``update_done`` so does ``("next", "done")``
+    (``done = terminated | truncated``). A partial reset zeroes only the reset
+    entries.
+
+    Args:
+        max_steps: the step count at which an episode is truncated (``None``: never).
+        truncated_key: the truncation flag to write.
+        step_count_key: where the count lives.
+        update_done: also set ``"done"`` when truncating.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = StepCounter(max_steps=2)
+        >>> root = t._reset(TensorDict(), TensorDict(done=torch.zeros(1, dtype=torch.bool)))
+        >>> nxt = TensorDict(done=torch.zeros(1, dtype=torch.bool), truncated=torch.zeros(1, dtype=torch.bool))
+        >>> out = t._step(root, nxt)
+        >>> out["step_count"], out["truncated"]
+        (tensor([1]), tensor([False]))
+    """
+
+    def __init__(
+        self,
+        max_steps: int | None = None,
+        truncated_key: str | None = "truncated",
+        step_count_key: str | None = "step_count",
+        update_done: bool = True,
+    ) -> None:
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"StepCounter: max_steps must be >= 1 or None, got {max_steps}.")
+        super().__init__()
+        self.max_steps = max_steps
+        self.truncated_key = truncated_key or "truncated"
+        self.step_count_key = step_count_key or "step_count"
+        self.update_done = update_done
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        ref = tensordict_reset.get("done", None)
+        shape = (*tensordict_reset.batch_size, 1) if ref is None else ref.shape
+        zeros = torch.zeros(shape, dtype=torch.int64, device=tensordict_reset.device)
+        mask = reset_mask(tensordict)
+        previous = tensordict.get(self.step_count_key, None) if tensordict is not None else None
+        if mask is not None and previous is not None:
+            zeros = torch.where(mask, zeros, previous)
+        tensordict_reset.set(self.step_count_key, zeros)
+        if self.max_steps is not None:
+            truncated = tensordict_reset.get(self.truncated_key, None)
+            if truncated is None:
+                tensordict_reset.set(self.truncated_key, torch.zeros(shape, dtype=torch.bool))
+        return tensordict_reset
+
+    def _step(
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
+    ) -> TensorDictBase:
+        count = tensordict.get(self.step_count_key, None)
+        if count is None:
+            raise KeyError(
+                f"StepCounter: {self.step_count_key!r} is missing from the step's input. "
+                "It is written by reset(): reset the env before stepping it, and carry the "
+                "root entries over with step_mdp."
+            )
+        count = count + 1
+        next_tensordict.set(self.step_count_key, count)
+        if self.max_steps is not None:
+            hit = count >= self.max_steps
+            truncated = next_tensordict.get(self.truncated_key, None)
+            truncated = hit if truncated is None else truncated | hit
+            next_tensordict.set(self.truncated_key, truncated)
+            if self.update_done:
+                done = next_tensordict.get("done", None)
+                next_tensordict.set("done", truncated if done is None else done | truncated)
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError(
+            "StepCounter counts env steps: use it inside a TransformedEnv. On stored "
+            "trajectories the count is already in the data."
+        )
+
+    def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
+        from rl_envs.specs import Bounded, Categorical
+
+        batch = tuple(specs.observation.shape)
+        device = specs.observation.device
+        high = self.max_steps if self.max_steps is not None else torch.iinfo(torch.int64).max
+        count_spec = Bounded(
+            low=0, high=high, shape=(*batch, 1), dtype=torch.int64, device=device
+        )
+        specs.observation[self.step_count_key] = count_spec
+        specs.state[self.step_count_key] = count_spec.clone()
+        if self.max_steps is not None and not _has(specs.done, self.truncated_key):
+            specs.done[self.truncated_key] = Categorical(
+                n=2, shape=(*batch, 1), dtype=torch.bool, device=device
+            )
+        return specs
+
+    def extra_repr(self) -> str:
+        return f"max_steps={self.max_steps}, step_count_key={self.step_count_key!r}"
+
+
+def _has(spec: Any, key: str) -> bool:
+    return key in set(spec.keys())

@@ -1,0 +1,297 @@
+"""``Transform``: the base class of every env transform.
+
+A transform maps TensorDicts on their way out of an env (reset and step
+outputs) and, for action transforms, on their way in (through ``inv``). It
+also rewrites the env's specs so that a ``TransformedEnv`` always describes
+what its user sees. The same object works on a bare TensorDict (a replay
+buffer sample, say): ``transform(td)`` returns ``td`` transformed.
+
+The hooks a subclass overrides, all optional:
+
+- ``_apply_transform(x)`` / ``_inv_apply_transform(x)``: per-key tensor maps
+  used by the default ``_call`` / ``_inv_call`` (``in_keys -> out_keys``,
+  ``out_keys_inv -> in_keys_inv``).
+- ``_call(next_td)``: the step output (flat, not nested under ``"next"``).
+- ``_step(td, next_td)``: like ``_call`` but also sees the step's input ``td``.
+- ``_reset(td, td_reset)``: the reset output; ``td`` holds the reset's input
+  (e.g. the ``"_reset"`` mask of a partial reset).
+- ``transform_observation_spec`` / ``transform_reward_spec`` /
+  ``transform_done_spec`` / ``transform_action_spec`` / ``transform_state_spec``:
+  each receives a *full* Composite (keyed by entry names) and returns it;
+  ``transform_specs`` sees them all at once for transforms that move entries
+  between categories (e.g. ``RewardSum`` reads the reward spec to write an
+  observation spec).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from rl_envs.transforms._utils import NestedKey, as_key_list, missing_key_error, spec_has
+
+if TYPE_CHECKING:
+    from rl_envs.transformed_env import TransformedEnv
+
+
+@dataclass
+class EnvSpecs:
+    """The five full specs of an env, as transforms see and rewrite them.
+
+    Each field is a ``Composite`` keyed by entry names (``observation``: the
+    observation entries, ``reward``: ``"reward"``, ``done``: ``"done"``,
+    ``"terminated"``, ``"truncated"``, ``action``: ``"action"``, ``state``:
+    non-action inputs such as recurrent states).
+    """
+
+    observation: Any
+    reward: Any
+    done: Any
+    action: Any
+    state: Any
+
+    def clone(self) -> EnvSpecs:
+        return EnvSpecs(
+            self.observation.clone(),
+            self.reward.clone(),
+            self.done.clone(),
+            self.action.clone(),
+            self.state.clone(),
+        )
+
+
+class Transform(nn.Module):
+    """Base class of env transforms.
+
+    Args:
+        in_keys: entries read on the way out of the env (reset and step outputs).
+        out_keys: entries written; defaults to ``in_keys`` (in place).
+        in_keys_inv: entries the inner env reads on the way in (e.g. its ``"action"``).
+        out_keys_inv: entries the outer world writes, mapped to ``in_keys_inv``
+            by ``inv``; defaults to ``in_keys_inv``.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> class Double(Transform):
+        ...     def _apply_transform(self, x):
+        ...         return 2 * x
+        >>> Double(in_keys=["obs"])(TensorDict(obs=torch.ones(2)))["obs"]
+        tensor([2., 2.])
+    """
+
+    invertible: bool = False
+
+    def __init__(
+        self,
+        in_keys: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | NestedKey | None = None,
+        in_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+        out_keys_inv: Sequence[NestedKey] | NestedKey | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_keys = as_key_list(in_keys)
+        self.out_keys = as_key_list(out_keys) if out_keys is not None else list(self.in_keys)
+        self.in_keys_inv = as_key_list(in_keys_inv)
+        self.out_keys_inv = (
+            as_key_list(out_keys_inv) if out_keys_inv is not None else list(self.in_keys_inv)
+        )
+        for name, a, b in (
+            ("out_keys", self.in_keys, self.out_keys),
+            ("out_keys_inv", self.in_keys_inv, self.out_keys_inv),
+        ):
+            if len(a) != len(b):
+                raise ValueError(
+                    f"{type(self).__name__}: {name} must have one key per input key, "
+                    f"got {len(a)} inputs and {len(b)} outputs ({a} vs {b})."
+                )
+        # Stored outside nn.Module's registry: the container owns us, not the reverse.
+        self.__dict__["_container"] = None
+        self.__dict__["_missing_tolerance"] = False
+
+    # ------------------------------------------------------------------ data
+    def _apply_transform(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(
+            f"{type(self).__name__} defines no _apply_transform: override it, or _call / _step."
+        )
+
+    def _inv_apply_transform(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(
+            f"{type(self).__name__} defines no _inv_apply_transform: it is not invertible."
+        )
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Applies ``_apply_transform`` to each ``in_key`` and writes ``out_key``."""
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            value = next_tensordict.get(in_key, None)
+            if value is None:
+                if self._missing_tolerance:
+                    continue
+                raise missing_key_error(self, in_key, next_tensordict)
+            next_tensordict.set(out_key, self._apply_transform(value))
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Transforms a TensorDict outside of an env (e.g. a replay-buffer sample)."""
+        return self._call(tensordict)
+
+    def _step(
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
+    ) -> TensorDictBase:
+        """Transforms a step's output ``next_tensordict``; ``tensordict`` is its input."""
+        return self._call(next_tensordict)
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        """Transforms a reset's output; keys absent from a reset (e.g. reward) are skipped."""
+        self.__dict__["_missing_tolerance"] = True
+        try:
+            return self._call(tensordict_reset)
+        finally:
+            self.__dict__["_missing_tolerance"] = False
+
+    def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
+        """Edits a reset's input before the inner env sees it (identity by default)."""
+        return tensordict
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv, strict=True):
+            value = tensordict.get(out_key, None)
+            if value is None:
+                raise missing_key_error(self, out_key, tensordict, role="out_key_inv")
+            tensordict.set(in_key, self._inv_apply_transform(value))
+        return tensordict
+
+    def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Maps an input (e.g. an action written by a policy) to what the inner env reads."""
+        return self._inv_call(tensordict)
+
+    # ----------------------------------------------------------------- specs
+    def transform_leaf_spec(self, spec: Any) -> Any:
+        """The spec of ``out_key`` given the spec of ``in_key`` (identity by default)."""
+        return spec
+
+    def transform_leaf_spec_inv(self, spec: Any) -> Any:
+        """The spec of ``out_key_inv`` (outside) given that of ``in_key_inv`` (inside)."""
+        return spec
+
+    def _map_specs(self, composite: Any) -> Any:
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            if spec_has(composite, in_key):
+                composite[out_key] = self.transform_leaf_spec(composite[in_key].clone())
+        return composite
+
+    def _map_specs_inv(self, composite: Any) -> Any:
+        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv, strict=True):
+            if spec_has(composite, in_key):
+                inner = composite[in_key]
+                if out_key != in_key:
+                    del composite[in_key]
+                composite[out_key] = self.transform_leaf_spec_inv(inner.clone())
+        return composite
+
+    def transform_observation_spec(self, observation_spec: Any) -> Any:
+        return self._map_specs(observation_spec)
+
+    def transform_reward_spec(self, reward_spec: Any) -> Any:
+        return self._map_specs(reward_spec)
+
+    def transform_done_spec(self, done_spec: Any) -> Any:
+        return done_spec
+
+    def transform_action_spec(self, action_spec: Any) -> Any:
+        return self._map_specs_inv(action_spec)
+
+    def transform_state_spec(self, state_spec: Any) -> Any:
+        return self._map_specs_inv(state_spec)
+
+    def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
+        """Rewrites all five full specs; the default calls the per-category hooks."""
+        specs.observation = self.transform_observation_spec(specs.observation)
+        specs.reward = self.transform_reward_spec(specs.reward)
+        specs.done = self.transform_done_spec(specs.done)
+        specs.action = self.transform_action_spec(specs.action)
+        specs.state = self.transform_state_spec(specs.state)
+        return specs
+
+    # -------------------------------------------------------------- plumbing
+    @property
+    def container(self) -> Any:
+        """The ``Compose`` or ``TransformedEnv`` holding this transform, or ``None``."""
+        return self.__dict__["_container"]
+
+    def set_container(self, container: Any) -> None:
+        current = self.__dict__["_container"]
+        if current is not None and current is not container:
+            raise RuntimeError(
+                f"{type(self).__name__} already belongs to {type(current).__name__}: a transform "
+                "lives in one env at a time. Use transform.clone() to reuse it elsewhere."
+            )
+        self.__dict__["_container"] = container
+
+    def reset_parent(self) -> None:
+        """Detaches the transform from its container."""
+        self.__dict__["_container"] = None
+
+    def _env_and_index(self) -> tuple[TransformedEnv | None, list[Transform]]:
+        """The enclosing TransformedEnv and the transforms that come before this one."""
+        from rl_envs.transforms.compose import Compose
+
+        preceding: list[Transform] = []
+        node: Transform = self
+        container = node.container
+        while isinstance(container, Compose):
+            index = next(i for i, t in enumerate(container.transforms) if t is node)
+            preceding = list(container.transforms[:index]) + preceding
+            node = container
+            container = node.container
+        return container, preceding
+
+    @property
+    def parent(self) -> TransformedEnv | None:
+        """The env up to (excluding) this transform, or ``None`` outside an env.
+
+        It is a new ``TransformedEnv`` holding the base env and clones of the
+        preceding transforms: use it to read specs or roll out, not to edit the stack.
+        """
+        from rl_envs.transformed_env import TransformedEnv
+        from rl_envs.transforms.compose import Compose
+
+        env, preceding = self._env_and_index()
+        if env is None:
+            return None
+        return TransformedEnv(env.base_env, Compose(*[t.clone() for t in preceding]))
+
+    def _invalidate_specs(self) -> None:
+        """Tells the enclosing env that this transform's specs changed."""
+        env, _ = self._env_and_index()
+        if env is not None:
+            env.empty_cache()
+
+    def clone(self) -> Transform:
+        """A deep copy, detached from any container."""
+        container = self.__dict__["_container"]
+        self.__dict__["_container"] = None
+        try:
+            out = copy.deepcopy(self)
+        finally:
+            self.__dict__["_container"] = container
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_container"] = None
+        return state
+
+    def extra_repr(self) -> str:
+        parts = [f"in_keys={self.in_keys}", f"out_keys={self.out_keys}"]
+        if self.in_keys_inv:
+            parts += [f"in_keys_inv={self.in_keys_inv}", f"out_keys_inv={self.out_keys_inv}"]
+        return ", ".join(parts)
