@@ -2,6 +2,8 @@
 
 from importlib.metadata import version as _version
 
+from rl_envs.env_base import EnvBase
+from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,
     Bounded,
@@ -11,6 +13,7 @@ from rl_envs.specs import (
     TensorSpec,
     Unbounded,
 )
+from rl_envs.utils import EnvCreator, check_env_specs, step_mdp
 
 __version__ = _version("rl-envs")
 
@@ -20,8 +23,13 @@ __all__ = [
     "Bounded",
     "Categorical",
     "Composite",
+    "EnvBase",
+    "EnvCreator",
     "OneHot",
+    "PendulumEnv",
     "TensorSpec",
     "Unbounded",
     "__version__",
+    "check_env_specs",
+    "step_mdp",
 ]

@@ -1,0 +1,129 @@
+"""Input checks of :class:`~rl_envs.EnvBase` (private).
+
+Each function raises an error that names the key, what was expected, what came
+and how to fix it. They are split in two tiers, see ``env_base``'s docstring:
+
+* :func:`check_action_structure` (presence, shape, dtype, device) only compares
+  attributes: it costs about a microsecond per action key;
+* :func:`check_action_in_spec` calls ``spec.is_in`` (a reduction and a host
+  sync): it runs in ``step()`` when ``env.validate_actions`` is ``True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+
+def _fmt(key: NestedKey) -> str:
+    return repr(key)
+
+
+def check_action_structure(
+    td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
+) -> None:
+    """Checks that every action key is present with the spec's shape, dtype and device.
+
+    Args:
+        td: the input of ``env.step``.
+        action_keys: the leaf keys of ``env.full_action_spec``.
+        action_spec: ``env.full_action_spec``.
+
+    Raises:
+        KeyError: an action key is missing.
+        ValueError: wrong shape, dtype or device.
+    """
+    for key in action_keys:
+        value = td.get(key, None)
+        spec = action_spec[key]
+        if value is None:
+            raise KeyError(
+                f"env.step() needs the action entry {_fmt(key)} but the input TensorDict has "
+                f"only {sorted(map(str, td.keys(True, True)))}. Expected a tensor of shape "
+                f"{tuple(spec.shape)} and dtype {spec.dtype}: write it with a policy, "
+                f"`td[{_fmt(key)}] = env.action_spec.rand()` or use env.rand_step(td)."
+            )
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(
+                f"Action entry {_fmt(key)}: expected a torch.Tensor of shape "
+                f"{tuple(spec.shape)}, got an object of type {type(value).__name__}."
+            )
+        if value.shape != spec.shape:
+            raise ValueError(
+                f"Action entry {_fmt(key)} has the wrong shape: expected {tuple(spec.shape)} "
+                f"(the env's batch_size followed by the action shape), got {tuple(value.shape)}. "
+                "Fix the policy's output size or reshape the action."
+            )
+        if value.dtype != spec.dtype:
+            raise ValueError(
+                f"Action entry {_fmt(key)} has the wrong dtype: expected {spec.dtype}, got "
+                f"{value.dtype}. Cast it, e.g. `action.to({spec.dtype})`, or use a policy "
+                "built from env.action_spec."
+            )
+        if value.device != spec.device:
+            raise ValueError(
+                f"Action entry {_fmt(key)} is on the wrong device: expected {spec.device}, got "
+                f"{value.device}. Move it with `.to({str(spec.device)!r})` or build the env "
+                f"with device={str(value.device)!r}."
+            )
+
+
+def check_action_in_spec(
+    td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
+) -> None:
+    """Checks that every action lies inside its spec (``spec.is_in``).
+
+    Raises:
+        ValueError: an action is outside its spec.
+    """
+    for key in action_keys:
+        spec = action_spec[key]
+        value = td.get(key)
+        if not spec.is_in(value):
+            bounds = ""
+            space = getattr(spec, "space", None)
+            low, high = getattr(space, "low", None), getattr(space, "high", None)
+            if low is not None and high is not None:
+                bounds = f" (low={low.flatten()[:6].tolist()}, high={high.flatten()[:6].tolist()})"
+            shown = value.flatten()[:6].tolist()
+            raise ValueError(
+                f"Action entry {_fmt(key)} is outside its spec {type(spec).__name__}{bounds}: "
+                f"got values starting with {shown}. Clip or project it "
+                "(`env.action_spec.project(action)`), fix the policy, or build the env with "
+                "validate_actions=False to skip this check."
+            )
+
+
+def check_not_done(td: TensorDictBase, done_key: NestedKey = "done") -> None:
+    """Raises if the root of ``td`` says the env is done (stepping without a reset).
+
+    Raises:
+        RuntimeError: some entry of ``td[done_key]`` is ``True``.
+    """
+    done = td.get(done_key, None)
+    if done is not None and bool(done.any()):
+        where = ""
+        if done.ndim > 1:
+            idx = done.reshape(done.shape[0], -1).any(-1).nonzero().flatten()[:8].tolist()
+            where = f" (batch entries {idx})"
+        raise RuntimeError(
+            f"env.step() was called with {_fmt(done_key)}=True in its input{where}: the episode "
+            "has ended and the env must be reset before it is stepped again. Call "
+            "`td = env.reset()` (or `env.reset(td.set('_reset', td['done']))` for a partial "
+            "reset of a batched env), or use `td, root = env.step_and_maybe_reset(td)`, which "
+            "resets the finished entries for you."
+        )
+
+
+def check_batch_size(td: TensorDictBase, batch_size: torch.Size, where: str) -> None:
+    """Checks the batch size of a TensorDict returned by ``_reset`` / ``_step``."""
+    if td.batch_size != batch_size:
+        raise RuntimeError(
+            f"{where} returned a TensorDict of batch_size {tuple(td.batch_size)}, expected the "
+            f"env's batch_size {tuple(batch_size)}. Build the output with "
+            "`TensorDict(..., batch_size=self.batch_size)`."
+        )

@@ -1,0 +1,187 @@
+"""The rollout loop of :class:`~rl_envs.EnvBase` (private).
+
+Two paths produce the same TensorDict:
+
+* an env-specific fast path, ``env._fast_rollout(...)``, tried first when
+  there is no callback and a contiguous output is asked for; it returns ``None``
+  when it does not handle the arguments (``EnvBase``'s default). ``GymEnv`` uses
+  it to write into preallocated numpy storage with no TensorDict per step.
+* the generic loop below: random actions are drawn for all steps at once, the
+  first step's input is fully checked (``env._check_step_input``), later steps go
+  through ``_step_unchecked`` / ``_step_and_maybe_reset_unchecked``, and the steps
+  are stacked once at the end (into ``out`` when given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import LazyStackedTensorDict, TensorDictBase
+
+from rl_envs.utils import step_mdp
+
+if TYPE_CHECKING:
+    from rl_envs.env_base import EnvBase
+
+
+def resolve_break(
+    break_when_any_done: bool | None, break_when_all_done: bool | None
+) -> tuple[bool, bool]:
+    """TorchRL's defaults: break on any done unless ``break_when_all_done`` is set."""
+    if break_when_any_done is None:
+        break_when_any_done = not bool(break_when_all_done)
+    break_when_all_done = bool(break_when_all_done)
+    if break_when_any_done and break_when_all_done:
+        raise TypeError(
+            "rollout(): break_when_any_done and break_when_all_done cannot both be True; "
+            "pick one (break_when_all_done=True implies break_when_any_done=False)."
+        )
+    return break_when_any_done, break_when_all_done
+
+
+def _start(env: EnvBase, auto_reset: bool, tensordict: TensorDictBase | None) -> TensorDictBase:
+    if auto_reset:
+        return env.reset(tensordict)
+    if tensordict is None:
+        raise RuntimeError(
+            "rollout(auto_reset=False) needs the start: pass tensordict=<the current root>, "
+            "e.g. the last step of a previous rollout passed through step_mdp."
+        )
+    done = tensordict.get("done", None)
+    if done is not None and bool(done.any()):
+        # TorchRL's maybe_reset: finished entries are reset before the first step.
+        tensordict = tensordict.clone(False)
+        tensordict.set("_reset", done)
+        return env.reset(tensordict)
+    return tensordict
+
+
+def _freeze_after_first_done(result: TensorDictBase, batch_ndim: int) -> TensorDictBase:
+    """For ``break_when_all_done``: entries repeat their first done step afterwards."""
+    done = result.get(("next", "done"))
+    t = done.shape[batch_ndim]
+    n = result.batch_size[:batch_ndim].numel()
+    flat_done = done.reshape(n, t, -1).any(-1)
+    steps = torch.arange(t, device=done.device).expand(n, t)
+    first = torch.where(flat_done, steps, torch.full_like(steps, t - 1)).min(-1).values
+    idx = torch.minimum(steps, first.unsqueeze(-1))
+    if bool((idx == steps).all()):
+        return result
+    rows = torch.arange(n, device=done.device).unsqueeze(-1)
+    batch_shape = result.batch_size
+    flat = result.reshape(n, t)
+    return flat.apply(lambda x: x[rows, idx], batch_size=[n, t]).reshape(batch_shape)
+
+
+def _stack(
+    steps: list[TensorDictBase],
+    dim: int,
+    return_contiguous: bool,
+    out: TensorDictBase | None,
+) -> TensorDictBase:
+    if not return_contiguous:
+        return LazyStackedTensorDict.lazy_stack(steps, dim)
+    if out is None:
+        return torch.stack(steps, dim)
+    view = out[(slice(None),) * dim + (slice(0, len(steps)),)]
+    view.update_(torch.stack(steps, dim))
+    return view
+
+
+def _check_out(out: TensorDictBase, batch_size: torch.Size, max_steps: int) -> None:
+    nb = len(batch_size)
+    shape = out.batch_size
+    if tuple(shape[:nb]) != tuple(batch_size) or len(shape) != nb + 1 or shape[nb] < max_steps:
+        raise ValueError(
+            f"rollout(out=...): expected a TensorDict of batch_size "
+            f"{(*batch_size, max_steps)} (the env's batch_size then max_steps), got "
+            f"{tuple(shape)}. Preallocate it from a first rollout, e.g. "
+            "`out = env.rollout(max_steps, break_when_any_done=False).clone()`."
+        )
+
+
+def run_rollout(
+    env: EnvBase,
+    max_steps: int,
+    policy: Callable[[TensorDictBase], Any] | None,
+    callback: Callable[[EnvBase, TensorDictBase], Any] | None,
+    *,
+    auto_reset: bool,
+    break_when_any_done: bool | None,
+    break_when_all_done: bool | None,
+    return_contiguous: bool,
+    tensordict: TensorDictBase | None,
+    out: TensorDictBase | None,
+) -> TensorDictBase:
+    """Implements :meth:`EnvBase.rollout` (see its docstring)."""
+    if max_steps < 1:
+        raise ValueError(f"rollout(max_steps=...): expected max_steps >= 1, got {max_steps}.")
+    break_any, break_all = resolve_break(break_when_any_done, break_when_all_done)
+    batch_size = env.batch_size
+    nb = len(batch_size)
+    if out is not None:
+        _check_out(out, batch_size, max_steps)
+    root = _start(env, auto_reset, tensordict)
+
+    if callback is None and return_contiguous:
+        mode = "any" if break_any or (break_all and nb == 0) else ("all" if break_all else "none")
+        fast = env._fast_rollout(root, max_steps, policy, mode)
+        if fast is not None:
+            if mode == "all":
+                fast = _freeze_after_first_done(fast, nb)
+            if out is not None:
+                view = out[(slice(None),) * nb + (slice(0, fast.shape[nb]),)]
+                view.update_(fast)
+                return view
+            return fast
+
+    random_actions: list[tuple[Any, torch.Tensor]] = []
+    if policy is None:
+        spec = env.full_action_spec
+        random_actions = [(k, spec[k].rand((max_steps,))) for k in spec.keys(True, True)]
+    reward_keys, done_keys, action_keys = env.reward_keys, env.done_keys, env.action_keys
+    steps: list[TensorDictBase] = []
+    ever_done: torch.Tensor | None = None
+    for i in range(max_steps):
+        if policy is None:
+            for key, values in random_actions:
+                root.set(key, values[i])
+        else:
+            res = policy(root)
+            if res is not None and res is not root:
+                root.update(res)
+        if i == 0:
+            env._check_step_input(root)
+        last = i == max_steps - 1
+        if not break_any and not last:
+            td, nxt = env._step_and_maybe_reset_unchecked(root)
+        else:
+            td, nxt = env._step_unchecked(root), None
+        steps.append(td)
+        if callback is not None:
+            callback(env, td)
+        if last:
+            break
+        if break_any:
+            if bool(td.get(("next", "done")).any()):
+                break
+            nxt = step_mdp(
+                td, reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys
+            )
+        elif break_all:
+            done = td.get(("next", "done"))
+            ever_done = done if ever_done is None else ever_done | done
+            if bool(ever_done.all()):
+                break
+        root = nxt
+    result = _stack(steps, nb, return_contiguous, out)
+    if break_all and nb > 0 and return_contiguous:
+        frozen = _freeze_after_first_done(result, nb)
+        if frozen is not result:
+            if out is not None:
+                result.update_(frozen)
+            else:
+                result = frozen
+    return result

@@ -1,0 +1,610 @@
+"""``EnvBase``: the base class of every environment.
+
+A subclass implements three hooks and sets its specs; ``EnvBase`` does the rest.
+
+Hooks:
+
+* ``_reset(tensordict: TensorDict | None, **kwargs) -> TensorDict``: returns the
+  first observations (batch_size ``env.batch_size``). Missing done flags
+  (``done``/``terminated``/``truncated`` of ``full_done_spec``) are filled with
+  ``False``. If the input holds ``"_reset"`` (bool, ``[*B, 1]`` or ``[*B]``), the
+  env may reset only those entries; whatever it returns for the others is
+  discarded (see "Partial resets").
+* ``_step(tensordict: TensorDict) -> TensorDict``: reads the action (and state
+  keys) and returns the next-step content FLAT: observations, ``"reward"``,
+  ``"terminated"``, ``"truncated"`` and ``"done"``. ``"done"`` may be left out
+  (it is computed as ``terminated | truncated``), and so may ``"truncated"``
+  (all ``False``).
+* ``_set_seed(seed: int | None) -> None``.
+
+Specs (single source of truth for shapes, batch dims included): set
+``self.observation_spec`` (a ``Composite``; a leaf spec is wrapped as
+``Composite(observation=spec)``), ``self.action_spec`` (stored as
+``full_action_spec["action"]``), ``self.reward_spec`` (stored as
+``full_reward_spec["reward"]``, default ``Unbounded((*B, 1))``),
+``self.done_spec`` (default: ``done``/``terminated``/``truncated`` bool
+``Categorical(2)`` of shape ``[*B, 1]``; a leaf spec is copied to the three keys)
+and ``self.state_spec`` (default empty). A spec whose leading dims are not the
+batch size gets them prepended (``spec.expand(*B, *spec.shape)``), and specs are
+moved to ``env.device``. ``*_spec_unbatched`` are the same specs without batch dims.
+
+Public behaviour:
+
+* ``reset(td=None, **kw)`` returns a new TensorDict: the input's root entries
+  (except ``"next"``, ``"_reset"``, actions and rewards; e.g. state entries are
+  kept) updated with the output of ``_reset``.
+  Partial resets: with ``"_reset"`` in the input, every entry produced by
+  ``_reset`` takes the new value only where ``_reset`` is ``True`` and keeps
+  the input's value elsewhere (entries the input does not hold are taken as
+  returned). The output never holds ``"_reset"``.
+* ``step(td)`` checks the input (below), calls ``_step``, completes the done
+  flags, writes the result under ``"next"`` of ``td`` (in place) and returns ``td``.
+* ``step_and_maybe_reset(td) -> (td, root)``: ``step``, then ``step_mdp``; where
+  ``("next", "done")`` is ``True`` the root is reset (a partial reset through
+  ``"_reset"``). ``td`` keeps the true final observation under ``"next"``.
+* ``rollout(max_steps, policy=None, ...)``: see :meth:`EnvBase.rollout` and
+  ``rl_envs._rollout``. Output shape ``[*B, T]`` (time last).
+* ``rand_action(td=None)``, ``rand_step(td=None)``, ``set_seed(seed, static_seed=False)``
+  (returns the next seed to use), ``close()``.
+
+Input checking (the documented choice for the hot path):
+
+* ``step()`` always checks, at the cost of attribute comparisons, that every
+  action key is present with the spec's shape, dtype and device, and that the
+  input's root ``"done"`` is not ``True`` (stepping a finished episode without
+  a reset). Errors name the key, what was expected, what came and the fix.
+* ``step()`` also checks that the action lies inside its spec (``spec.is_in``,
+  a reduction plus a host sync) while ``env.validate_actions`` is ``True``:
+  the default, a debug mode, turned off with ``validate_actions=False``
+  (constructor or attribute) for the fastest ``step()``.
+* ``rollout()`` runs all these checks on its FIRST step only; later steps go
+  through the unchecked hot path (the rollout resets done entries itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
+
+from rl_envs import _checks
+from rl_envs.specs import Categorical, Composite, Unbounded
+
+__all__ = ["EnvBase"]
+
+
+def _is_composite(spec: Any) -> bool:
+    return isinstance(spec, Composite)
+
+
+class EnvBase(torch.nn.Module):
+    """Base class of environments: TensorDict in, TensorDict out.
+
+    Args:
+        device: where the env's tensors live (default ``"cpu"``).
+        batch_size: the env's batch dims (default ``()``: a single env).
+        validate_actions: check in ``step()`` that actions lie inside the action
+            spec (see the module docstring). Default ``True``.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_envs import EnvBase, Unbounded, Bounded
+        >>> class Walk(EnvBase):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.observation_spec = Unbounded(shape=(1,))
+        ...         self.action_spec = Bounded(-1.0, 1.0, shape=(1,))
+        ...     def _reset(self, td):
+        ...         self.x = torch.zeros(1)
+        ...         return TensorDict(observation=self.x.clone())
+        ...     def _step(self, td):
+        ...         self.x = self.x + td["action"]
+        ...         done = (self.x.abs() > 3).reshape(1)
+        ...         return TensorDict(observation=self.x.clone(), reward=-self.x.abs(),
+        ...                           terminated=done)
+        ...     def _set_seed(self, seed):
+        ...         pass
+        >>> Walk().rollout(5).batch_size
+        torch.Size([5])
+    """
+
+    def __init__(
+        self,
+        *,
+        device: torch.device | str | int | None = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        validate_actions: bool = True,
+    ) -> None:
+        super().__init__()
+        self._device = torch.device(device) if device is not None else torch.device("cpu")
+        self._batch_size = torch.Size(batch_size) if batch_size is not None else torch.Size(())
+        self.validate_actions = validate_actions
+        b = self._batch_size
+        self._full_observation_spec = Composite(shape=b, device=self._device)
+        self._full_action_spec = Composite(shape=b, device=self._device)
+        self._full_state_spec = Composite(shape=b, device=self._device)
+        self._full_reward_spec = Composite(
+            reward=Unbounded(shape=(*b, 1), device=self._device), shape=b, device=self._device
+        )
+        self._full_done_spec = self._default_done_spec()
+
+    # ------------------------------------------------------------------ hooks
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__} must implement _reset(tensordict).")
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__} must implement _step(tensordict).")
+
+    def _set_seed(self, seed: int | None) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _set_seed(seed).")
+
+    # ------------------------------------------------------------ attributes
+    @property
+    def batch_size(self) -> torch.Size:
+        """The env's batch dims; every spec and TensorDict starts with them."""
+        return self._batch_size
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the env's tensors and specs."""
+        return self._device
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(batch_size={tuple(self.batch_size)}, device={self.device})"
+
+    # ------------------------------------------------------------------ specs
+    def _default_done_spec(self) -> Composite:
+        b, d = self._batch_size, self._device
+        leaf = Categorical(2, shape=(*b, 1), dtype=torch.bool, device=d)
+        return Composite(
+            done=leaf.clone(), terminated=leaf.clone(), truncated=leaf.clone(), shape=b, device=d
+        )
+
+    def _batched(self, spec: Any) -> Any:
+        """Moves ``spec`` to the env's device and prepends the batch dims if missing."""
+        b = self._batch_size
+        if spec.device != self._device:
+            spec = spec.to(self._device)
+        if tuple(spec.shape[: len(b)]) != tuple(b):
+            spec = spec.expand(*b, *spec.shape)
+        return spec
+
+    def _wrap(self, spec: Any, key: str) -> Composite:
+        if _is_composite(spec):
+            return self._batched(spec)
+        return Composite({key: self._batched(spec)}, shape=self._batch_size, device=self._device)
+
+    @property
+    def full_observation_spec(self) -> Composite:
+        """All observation entries, a ``Composite`` of shape ``batch_size``."""
+        return self._full_observation_spec
+
+    @full_observation_spec.setter
+    def full_observation_spec(self, spec: Composite) -> None:
+        self._full_observation_spec = self._wrap(spec, "observation")
+
+    @property
+    def observation_spec(self) -> Composite:
+        """Same as :attr:`full_observation_spec` (observations are always a ``Composite``)."""
+        return self._full_observation_spec
+
+    @observation_spec.setter
+    def observation_spec(self, spec: Any) -> None:
+        self._full_observation_spec = self._wrap(spec, "observation")
+
+    @property
+    def full_action_spec(self) -> Composite:
+        """All action entries, a ``Composite`` of shape ``batch_size``."""
+        return self._full_action_spec
+
+    @full_action_spec.setter
+    def full_action_spec(self, spec: Composite) -> None:
+        self._full_action_spec = self._wrap(spec, "action")
+
+    @property
+    def action_spec(self) -> Any:
+        """The action's leaf spec when there is one action key, else the full Composite."""
+        return self._single_leaf(self._full_action_spec)
+
+    @action_spec.setter
+    def action_spec(self, spec: Any) -> None:
+        self._full_action_spec = self._wrap(spec, "action")
+
+    @property
+    def full_reward_spec(self) -> Composite:
+        """All reward entries, a ``Composite`` of shape ``batch_size``."""
+        return self._full_reward_spec
+
+    @full_reward_spec.setter
+    def full_reward_spec(self, spec: Composite) -> None:
+        self._full_reward_spec = self._wrap(spec, "reward")
+
+    @property
+    def reward_spec(self) -> Any:
+        """The reward's leaf spec when there is one reward key, else the full Composite."""
+        return self._single_leaf(self._full_reward_spec)
+
+    @reward_spec.setter
+    def reward_spec(self, spec: Any) -> None:
+        self._full_reward_spec = self._wrap(spec, "reward")
+
+    @property
+    def full_done_spec(self) -> Composite:
+        """The done flags (``done``, ``terminated``, ``truncated``), a ``Composite``."""
+        return self._full_done_spec
+
+    @full_done_spec.setter
+    def full_done_spec(self, spec: Composite) -> None:
+        self.done_spec = spec
+
+    @property
+    def done_spec(self) -> Composite:
+        """Same as :attr:`full_done_spec`: a ``Composite`` holding the three done flags."""
+        return self._full_done_spec
+
+    @done_spec.setter
+    def done_spec(self, spec: Any) -> None:
+        if _is_composite(spec):
+            self._full_done_spec = self._batched(spec)
+            return
+        leaf = self._batched(spec)
+        self._full_done_spec = Composite(
+            done=leaf.clone(),
+            terminated=leaf.clone(),
+            truncated=leaf.clone(),
+            shape=self._batch_size,
+            device=self._device,
+        )
+
+    @property
+    def full_state_spec(self) -> Composite:
+        """Input entries other than actions (e.g. recurrent states); empty by default."""
+        return self._full_state_spec
+
+    @full_state_spec.setter
+    def full_state_spec(self, spec: Composite) -> None:
+        self._full_state_spec = self._wrap(spec, "state")
+
+    @property
+    def state_spec(self) -> Composite:
+        """Same as :attr:`full_state_spec`."""
+        return self._full_state_spec
+
+    @state_spec.setter
+    def state_spec(self, spec: Any) -> None:
+        self._full_state_spec = self._wrap(spec, "state")
+
+    @staticmethod
+    def _single_leaf(spec: Composite) -> Any:
+        keys = list(spec.keys(True, True))
+        if len(keys) == 1:
+            return spec[keys[0]]
+        return spec
+
+    def _unbatch(self, spec: Any) -> Any:
+        n = len(self._batch_size)
+        if n == 0:
+            return spec.clone()
+        return spec[(0,) * n]
+
+    @property
+    def observation_spec_unbatched(self) -> Composite:
+        """:attr:`observation_spec` without the batch dims."""
+        return self._unbatch(self.observation_spec)
+
+    @property
+    def action_spec_unbatched(self) -> Any:
+        """:attr:`action_spec` without the batch dims."""
+        return self._unbatch(self.action_spec)
+
+    @property
+    def reward_spec_unbatched(self) -> Any:
+        """:attr:`reward_spec` without the batch dims."""
+        return self._unbatch(self.reward_spec)
+
+    @property
+    def done_spec_unbatched(self) -> Composite:
+        """:attr:`done_spec` without the batch dims."""
+        return self._unbatch(self.done_spec)
+
+    @property
+    def state_spec_unbatched(self) -> Composite:
+        """:attr:`state_spec` without the batch dims."""
+        return self._unbatch(self.state_spec)
+
+    @property
+    def full_observation_spec_unbatched(self) -> Composite:
+        """:attr:`full_observation_spec` without the batch dims."""
+        return self._unbatch(self.full_observation_spec)
+
+    @property
+    def full_action_spec_unbatched(self) -> Composite:
+        """:attr:`full_action_spec` without the batch dims."""
+        return self._unbatch(self.full_action_spec)
+
+    @property
+    def full_reward_spec_unbatched(self) -> Composite:
+        """:attr:`full_reward_spec` without the batch dims."""
+        return self._unbatch(self.full_reward_spec)
+
+    @property
+    def full_done_spec_unbatched(self) -> Composite:
+        """:attr:`full_done_spec` without the batch dims."""
+        return self._unbatch(self.full_done_spec)
+
+    @property
+    def full_state_spec_unbatched(self) -> Composite:
+        """:attr:`full_state_spec` without the batch dims."""
+        return self._unbatch(self.full_state_spec)
+
+    @property
+    def action_keys(self) -> list[NestedKey]:
+        """Leaf keys of :attr:`full_action_spec`."""
+        return list(self._full_action_spec.keys(True, True))
+
+    @property
+    def reward_keys(self) -> list[NestedKey]:
+        """Leaf keys of :attr:`full_reward_spec`."""
+        return list(self._full_reward_spec.keys(True, True))
+
+    @property
+    def done_keys(self) -> list[NestedKey]:
+        """Leaf keys of :attr:`full_done_spec`."""
+        return list(self._full_done_spec.keys(True, True))
+
+    @property
+    def observation_keys(self) -> list[NestedKey]:
+        """Leaf keys of :attr:`full_observation_spec`."""
+        return list(self._full_observation_spec.keys(True, True))
+
+    @property
+    def state_keys(self) -> list[NestedKey]:
+        """Leaf keys of :attr:`full_state_spec`."""
+        return list(self._full_state_spec.keys(True, True))
+
+    @property
+    def action_key(self) -> NestedKey:
+        """The action key when there is exactly one."""
+        return self._only(self.action_keys, "action")
+
+    @property
+    def reward_key(self) -> NestedKey:
+        """The reward key when there is exactly one."""
+        return self._only(self.reward_keys, "reward")
+
+    @staticmethod
+    def _only(keys: list[NestedKey], what: str) -> NestedKey:
+        if len(keys) != 1:
+            raise KeyError(f"The env has {len(keys)} {what} keys {keys}; use `{what}_keys`.")
+        return keys[0]
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        """Resets the env (or the entries flagged by ``"_reset"``) and returns the root.
+
+        Args:
+            tensordict: optional input; may hold ``"_reset"`` for a partial reset and
+                state entries, which are carried to the output.
+            **kwargs: passed to ``_reset``.
+
+        Returns:
+            A new TensorDict of batch_size ``env.batch_size`` with the observations and
+            done flags (``False`` where reset).
+        """
+        mask = None
+        if tensordict is not None:
+            mask = tensordict.get("_reset", None)
+        out = self._reset(tensordict, **kwargs)
+        _checks.check_batch_size(out, self._batch_size, f"{type(self).__name__}._reset")
+        self._fill_missing_done(out, reset=True)
+        if tensordict is None:
+            return out
+        prev = tensordict.exclude("next", "_reset", *self.action_keys, *self.reward_keys)
+        if mask is not None and not bool(mask.all()):
+            out = _merge_partial(out, prev, mask, len(self._batch_size))
+        prev.update(out)
+        return prev
+
+    def _fill_missing_done(self, out: TensorDictBase, reset: bool) -> None:
+        spec = self._full_done_spec
+        for key in spec.keys(True, True):
+            if key in out.keys(True, True):
+                continue
+            last = key[-1] if isinstance(key, tuple) else key
+            if not reset and last == "done":
+                prefix = key[:-1] if isinstance(key, tuple) else ()
+                term = out.get((*prefix, "terminated"), None)
+                trunc = out.get((*prefix, "truncated"), None)
+                if term is not None and trunc is not None:
+                    out.set(key, term | trunc)
+                    continue
+                if term is not None:
+                    out.set(key, term.clone())
+                    continue
+            out.set(key, spec[key].zero())
+
+    # ------------------------------------------------------------------- step
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Runs one step: reads the action, writes the next step under ``"next"``.
+
+        Args:
+            tensordict: the root of the current step with the action(s).
+
+        Returns:
+            ``tensordict`` itself with a ``"next"`` entry (observations, reward,
+            done, terminated, truncated).
+
+        Raises:
+            KeyError / ValueError / RuntimeError: see the module docstring.
+        """
+        self._check_step_input(tensordict)
+        return self._step_unchecked(tensordict)
+
+    def _check_step_input(self, tensordict: TensorDictBase) -> None:
+        if tensordict.batch_size != self._batch_size:
+            raise ValueError(
+                f"env.step() got a TensorDict of batch_size {tuple(tensordict.batch_size)}, "
+                f"expected the env's batch_size {tuple(self._batch_size)}. Start from "
+                "td = env.reset() and keep its batch size."
+            )
+        keys = self.action_keys
+        _checks.check_action_structure(tensordict, keys, self._full_action_spec)
+        _checks.check_not_done(tensordict)
+        if self.validate_actions:
+            _checks.check_action_in_spec(tensordict, keys, self._full_action_spec)
+
+    def _step_unchecked(self, tensordict: TensorDictBase) -> TensorDictBase:
+        next_td = self._step(tensordict)
+        self._fill_missing_done(next_td, reset=False)
+        tensordict.set("next", next_td)
+        return tensordict
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Steps, then builds the next root, resetting the entries that are done.
+
+        Returns:
+            ``(td, root)``: ``td`` holds the transition (true final observation under
+            ``"next"``); ``root`` is the input of the next step.
+        """
+        self._check_step_input(tensordict)
+        return self._step_and_maybe_reset_unchecked(tensordict)
+
+    def _step_and_maybe_reset_unchecked(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        from rl_envs.utils import step_mdp
+
+        tensordict = self._step_unchecked(tensordict)
+        root = step_mdp(
+            tensordict,
+            reward_keys=self.reward_keys,
+            done_keys=self.done_keys,
+            action_keys=self.action_keys,
+        )
+        done = root.get("done", None)
+        if done is not None and bool(done.any()):
+            root.set("_reset", done)
+            root = self.reset(root)
+        return tensordict, root
+
+    # --------------------------------------------------------------- helpers
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Writes a random action (from :attr:`full_action_spec`) into ``tensordict``."""
+        if tensordict is None:
+            tensordict = TensorDict(batch_size=self._batch_size, device=self._device)
+        tensordict.update(self._full_action_spec.rand())
+        return tensordict
+
+    def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Steps with a random action; ``tensordict`` defaults to ``env.reset()``."""
+        if tensordict is None:
+            tensordict = self.reset()
+        return self.step(self.rand_action(tensordict))
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seeds the env.
+
+        Args:
+            seed: the seed (``None``: unseeded).
+            static_seed: if ``True`` the returned seed is ``seed`` itself.
+
+        Returns:
+            The seed to give the next env (``seed + 1`` unless ``static_seed``).
+        """
+        self._set_seed(seed)
+        if seed is None or static_seed:
+            return seed
+        return seed + 1
+
+    def close(self) -> None:
+        """Releases the env's resources (nothing by default)."""
+
+    # ---------------------------------------------------------------- rollout
+    def _fast_rollout(
+        self,
+        root: TensorDictBase,
+        max_steps: int,
+        policy: Callable[[TensorDictBase], Any] | None,
+        mode: str,
+    ) -> TensorDictBase | None:
+        """Optional env-specific rollout loop; ``None`` means "use the generic loop".
+
+        Subclasses may return the stacked rollout (batch_size ``[*B, T]``) that the
+        generic loop would produce from ``root``. ``mode`` is ``"any"`` (stop at the
+        first done), ``"none"`` (reset done entries and go on) or ``"all"`` (go on
+        until every entry has been done once; EnvBase freezes entries afterwards).
+        """
+        return None
+
+    def rollout(
+        self,
+        max_steps: int,
+        policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        callback: Callable[[EnvBase, TensorDictBase], Any] | None = None,
+        *,
+        auto_reset: bool = True,
+        break_when_any_done: bool | None = None,
+        break_when_all_done: bool | None = None,
+        return_contiguous: bool = True,
+        tensordict: TensorDictBase | None = None,
+        out: TensorDictBase | None = None,
+    ) -> TensorDictBase:
+        """Runs ``policy`` in the env for up to ``max_steps`` steps.
+
+        Args:
+            max_steps: number of steps.
+            policy: a callable reading and writing a TensorDict (e.g. a
+                ``TensorDictModule``); ``None`` uses random actions.
+            callback: called as ``callback(env, td)`` after each step.
+            auto_reset: reset before the first step (else ``tensordict`` is the start).
+            break_when_any_done: stop at the first step where any entry is done
+                (default ``True`` unless ``break_when_all_done``). With ``False``, done
+                entries are reset and the rollout goes on.
+            break_when_all_done: stop once every entry has been done once; entries
+                that finished early repeat their last step afterwards.
+            return_contiguous: stack into one TensorDict (else a lazy stack).
+            tensordict: the start when ``auto_reset=False`` (or passed to ``reset``).
+            out: a preallocated TensorDict of batch_size ``[*B, max_steps]`` to fill;
+                the result is ``out[..., :T]``.
+
+        Returns:
+            A TensorDict of batch_size ``[*B, T]``, ``T <= max_steps``.
+        """
+        from rl_envs._rollout import run_rollout
+
+        return run_rollout(
+            self,
+            max_steps,
+            policy,
+            callback,
+            auto_reset=auto_reset,
+            break_when_any_done=break_when_any_done,
+            break_when_all_done=break_when_all_done,
+            return_contiguous=return_contiguous,
+            tensordict=tensordict,
+            out=out,
+        )
+
+
+def _merge_partial(
+    new: TensorDictBase, prev: TensorDictBase, mask: torch.Tensor, batch_ndim: int
+) -> TensorDictBase:
+    """Keeps ``prev``'s values where ``mask`` is ``False`` for keys present in both."""
+    mask = mask.reshape(*mask.shape[:batch_ndim], -1).any(-1) if mask.ndim > batch_ndim else mask
+    prev_keys = set(prev.keys(True, True))
+    for key in list(new.keys(True, True)):
+        if key not in prev_keys:
+            continue
+        value = new.get(key)
+        old = prev.get(key)
+        if not isinstance(value, torch.Tensor) or old.shape != value.shape:
+            continue
+        m = mask.reshape(*mask.shape, *([1] * (value.ndim - batch_ndim)))
+        new.set(key, torch.where(m, value, old))
+    return new

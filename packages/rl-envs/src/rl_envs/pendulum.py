@@ -1,0 +1,155 @@
+"""``PendulumEnv``: Gymnasium's Pendulum-v1 in pure torch, batched, on any device.
+
+The dynamics are those of ``gymnasium.envs.classic_control.PendulumEnv``
+(``g=10``, ``m=l=1``, ``dt=0.05``, max speed 8, max torque 2), including its
+mixed precision: the state is float64, the torque float32, and the terms that
+Gymnasium computes in float32 are computed in float32 here too. The episode is
+truncated after ``max_episode_steps`` (200, as ``gymnasium.make`` does).
+
+It is also the model for a user's own env: specs in ``__init__``, then
+``_reset`` / ``_step`` / ``_set_seed`` on plain tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs.env_base import EnvBase
+from rl_envs.specs import Bounded, Composite, Unbounded
+
+__all__ = ["PendulumEnv"]
+
+
+def angle_normalize(x: torch.Tensor) -> torch.Tensor:
+    """Maps an angle to ``[-pi, pi)``, as Gymnasium's ``angle_normalize``."""
+    return torch.remainder(x + math.pi, 2 * math.pi) - math.pi
+
+
+class PendulumEnv(EnvBase):
+    """Pendulum swing-up, Gymnasium's Pendulum-v1 dynamics, batched.
+
+    Observation ``"observation"``: ``[cos th, sin th, thdot]`` (float32, ``[*B, 3]``);
+    action ``"action"``: torque in ``[-2, 2]`` (float32, ``[*B, 1]``); reward
+    ``-(th^2 + 0.1 thdot^2 + 0.001 u^2)`` with ``th`` normalized to ``[-pi, pi)``.
+    The action is clipped to ``[-2, 2]`` before use, as in Gymnasium.
+
+    ``reset(td)`` accepts optional ``"th"`` and ``"thdot"`` entries (float64,
+    shape ``[*B]``) to start from a given state instead of a random one.
+
+    Args:
+        batch_size: batch dims (default ``()``).
+        device: device of the state and outputs.
+        g: gravity (Gymnasium's default 10.0).
+        max_episode_steps: truncation horizon (200).
+        validate_actions: see :class:`~rl_envs.EnvBase`.
+
+    Example:
+        >>> env = PendulumEnv(batch_size=[4])
+        >>> env.set_seed(0)
+        1
+        >>> env.rollout(10).batch_size
+        torch.Size([4, 10])
+    """
+
+    max_speed = 8.0
+    max_torque = 2.0
+    dt = 0.05
+    m = 1.0
+    length = 1.0
+
+    def __init__(
+        self,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        device: torch.device | str | None = None,
+        g: float = 10.0,
+        max_episode_steps: int = 200,
+        validate_actions: bool = True,
+    ) -> None:
+        super().__init__(device=device, batch_size=batch_size, validate_actions=validate_actions)
+        self.g = g
+        self.max_episode_steps = max_episode_steps
+        b, d = self.batch_size, self.device
+        self.observation_spec = Composite(
+            observation=Bounded(
+                low=torch.tensor([-1.0, -1.0, -self.max_speed]),
+                high=torch.tensor([1.0, 1.0, self.max_speed]),
+                shape=(3,),
+                dtype=torch.float32,
+            ),
+        )
+        self.action_spec = Bounded(
+            low=-self.max_torque, high=self.max_torque, shape=(1,), dtype=torch.float32
+        )
+        self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
+        self._generator = torch.Generator(device=d)
+        self._generator.seed()
+        self._th = torch.zeros(b, dtype=torch.float64, device=d)
+        self._thdot = torch.zeros(b, dtype=torch.float64, device=d)
+        self._t = torch.zeros(b, dtype=torch.int64, device=d)
+
+    def _obs(self) -> torch.Tensor:
+        th, thdot = self._th, self._thdot
+        return torch.stack([th.cos(), th.sin(), thdot], -1).to(torch.float32)
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        b, d = self.batch_size, self.device
+        th = thdot = None
+        mask = None
+        if tensordict is not None:
+            th, thdot = tensordict.get("th", None), tensordict.get("thdot", None)
+            mask = tensordict.get("_reset", None)
+        if th is None:
+            u = torch.rand(b, dtype=torch.float64, device=d, generator=self._generator)
+            th = (2 * u - 1) * math.pi
+        if thdot is None:
+            u = torch.rand(b, dtype=torch.float64, device=d, generator=self._generator)
+            thdot = 2 * u - 1
+        th = th.to(device=d, dtype=torch.float64).reshape(b)
+        thdot = thdot.to(device=d, dtype=torch.float64).reshape(b)
+        if mask is None:
+            self._th, self._thdot = th, thdot
+            self._t = torch.zeros_like(self._t)
+        else:
+            m = mask.reshape(b)
+            self._th = torch.where(m, th, self._th)
+            self._thdot = torch.where(m, thdot, self._thdot)
+            self._t = torch.where(m, torch.zeros_like(self._t), self._t)
+        return TensorDict({"observation": self._obs()}, batch_size=b, device=d)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        b = self.batch_size
+        th, thdot = self._th, self._thdot
+        u = tensordict.get("action").clamp(-self.max_torque, self.max_torque).reshape(b)
+        # Gymnasium multiplies the float32 torque by Python floats: float32 math.
+        cost_u = (0.001 * (u * u)).to(torch.float64)
+        torque = (3.0 / (self.m * self.length**2) * u).to(torch.float64)
+        costs = angle_normalize(th) ** 2 + 0.1 * thdot**2 + cost_u
+        gravity = 3 * self.g / (2 * self.length) * torch.sin(th)
+        newthdot = (thdot + (gravity + torque) * self.dt).clamp(-self.max_speed, self.max_speed)
+        self._th = th + newthdot * self.dt
+        self._thdot = newthdot
+        self._t = self._t + 1
+        truncated = (self._t >= self.max_episode_steps).unsqueeze(-1)
+        terminated = torch.zeros_like(truncated)
+        return TensorDict(
+            {
+                "observation": self._obs(),
+                "reward": (-costs).to(torch.float32).unsqueeze(-1),
+                "terminated": terminated,
+                "truncated": truncated,
+                "done": truncated.clone(),
+            },
+            batch_size=b,
+            device=self.device,
+        )
+
+    def _set_seed(self, seed: int | None) -> None:
+        if seed is None:
+            self._generator.seed()
+        else:
+            self._generator.manual_seed(seed)

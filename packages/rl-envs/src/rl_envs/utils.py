@@ -1,0 +1,243 @@
+"""Env utilities: ``step_mdp``, ``check_env_specs`` and ``EnvCreator``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+
+__all__ = ["EnvCreator", "check_env_specs", "step_mdp"]
+
+
+def _as_tuple(key: NestedKey) -> tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
+
+
+_DONE_KEYS = ("done", "terminated", "truncated")
+
+
+def _key_list(keys: NestedKey | Sequence[NestedKey]) -> list[NestedKey]:
+    if isinstance(keys, str):
+        return [keys]
+    if isinstance(keys, tuple) and all(isinstance(k, str) for k in keys):
+        return [keys]
+    return list(keys)
+
+
+def step_mdp(
+    tensordict: TensorDictBase,
+    next_tensordict: TensorDictBase | None = None,
+    keep_other: bool = True,
+    exclude_reward: bool = True,
+    exclude_done: bool = False,
+    exclude_action: bool = True,
+    reward_keys: NestedKey | Sequence[NestedKey] = "reward",
+    done_keys: NestedKey | Sequence[NestedKey] | None = None,
+    action_keys: NestedKey | Sequence[NestedKey] = "action",
+) -> TensorDictBase:
+    """Builds the input of the next step from a transition: moves ``"next"`` to the root.
+
+    Args:
+        tensordict: a transition (root + ``"next"``), e.g. the output of ``env.step``.
+        next_tensordict: if given, the result is written into it (in place) and returned.
+        keep_other: keep the root entries that are neither actions, rewards nor done
+            flags nor in ``"next"`` (e.g. state entries, policy outputs).
+        exclude_reward: drop the reward entries (default ``True``).
+        exclude_done: drop the done flags (default ``False``).
+        exclude_action: drop the action entries of the root (default ``True``).
+        reward_keys, done_keys, action_keys: the keys of each kind: a key (a string or
+            a tuple of strings) or a list of keys. ``done_keys`` defaults to
+            ``["done", "terminated", "truncated"]``.
+
+    Returns:
+        A new TensorDict (or ``next_tensordict``) with the batch size of ``tensordict``.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> import torch
+        >>> td = TensorDict(observation=torch.zeros(3), action=torch.ones(1),
+        ...                 next=TensorDict(observation=torch.ones(3), reward=torch.ones(1)))
+        >>> sorted(step_mdp(td).keys())
+        ['observation']
+    """
+
+    rewards = _key_list(reward_keys)
+    dones = _key_list(done_keys) if done_keys is not None else list(_DONE_KEYS)
+    actions = _key_list(action_keys)
+
+    nxt = tensordict.get("next")
+    drop_next: list[NestedKey] = []
+    if exclude_reward:
+        drop_next += rewards
+    if exclude_done:
+        drop_next += dones
+    out = nxt.exclude(*drop_next) if drop_next else nxt.copy()
+    if keep_other:
+        drop_root: list[NestedKey] = ["next", *rewards]
+        if exclude_action:
+            drop_root += actions
+        if exclude_done:
+            drop_root += dones
+        root = tensordict.exclude(*drop_root)
+        next_keys = set(out.keys(True, True))
+        for key, value in root.items(True, True):
+            if key not in next_keys:
+                out.set(key, value)
+    if next_tensordict is not None:
+        next_tensordict.update(out)
+        return next_tensordict
+    return out
+
+
+def check_env_specs(
+    env: Any,
+    return_contiguous: bool = True,
+    check_dtype: bool = True,
+    seed: int | None = None,
+    tensordict: TensorDictBase | None = None,
+    break_when_any_done: bool | str = False,
+) -> None:
+    """Checks that a short rollout of ``env`` matches its specs, key by key.
+
+    Runs ``env.rollout(3)`` and a ``reset()``, then compares with a zero-filled
+    TensorDict built from the specs: same keys, shapes and (optionally) dtypes,
+    every value inside its spec, and ``done == terminated | truncated``.
+
+    Args:
+        env: any env honouring the contract.
+        return_contiguous: passed to ``rollout``.
+        check_dtype: also compare dtypes.
+        seed: seeds the env first (then restores nothing: the env stays seeded).
+        tensordict: start of the rollout (passed to ``reset``).
+        break_when_any_done: passed to ``rollout`` (``"both"`` runs both modes).
+
+    Raises:
+        AssertionError: a key is missing or extra, a shape, dtype or value differs
+            from its spec; the message names the key.
+
+    Example:
+        >>> from rl_envs import PendulumEnv
+        >>> check_env_specs(PendulumEnv())
+    """
+    if break_when_any_done == "both":
+        check_env_specs(env, return_contiguous, check_dtype, seed, tensordict, True)
+        check_env_specs(env, return_contiguous, check_dtype, None, tensordict, False)
+        return
+    if seed is not None:
+        env.set_seed(seed)
+    batch = tuple(env.batch_size)
+    rollout = env.rollout(
+        3,
+        return_contiguous=return_contiguous,
+        tensordict=tensordict,
+        break_when_any_done=bool(break_when_any_done),
+    )
+    t = rollout.shape[len(batch)]
+    obs_spec, act_spec = env.full_observation_spec, env.full_action_spec
+    state_spec, done_spec = env.full_state_spec, env.full_done_spec
+    reward_spec = env.full_reward_spec
+
+    expected: dict[NestedKey, Any] = {}
+    for spec in (obs_spec, act_spec, state_spec, done_spec):
+        for k in spec.keys(True, True):
+            expected[_as_tuple(k)] = spec[k]
+    for spec in (obs_spec, state_spec, done_spec, reward_spec):
+        for k in spec.keys(True, True):
+            expected[("next", *_as_tuple(k))] = spec[k]
+    got = {_as_tuple(k) for k in rollout.keys(True, True)}
+    missing = set(expected) - got
+    extra = got - set(expected)
+    if missing or extra:
+        raise AssertionError(
+            f"The rollout's keys do not match the env's specs: missing {sorted(missing)}, "
+            f"extra {sorted(extra)}. Every entry an env writes must be declared in its "
+            "observation/action/reward/done/state spec."
+        )
+    for key, spec in expected.items():
+        value = rollout.get(key)
+        want = (*batch, t, *spec.shape[len(batch) :])
+        if tuple(value.shape) != want:
+            raise AssertionError(f"Entry {key}: expected shape {want}, got {tuple(value.shape)}.")
+        if check_dtype and value.dtype != spec.dtype:
+            raise AssertionError(f"Entry {key}: expected dtype {spec.dtype}, got {value.dtype}.")
+        for i in range(t):
+            step = value.select(len(batch), i)
+            if not spec.is_in(step):
+                raise AssertionError(f"Entry {key} at step {i} is outside its spec {spec!r}.")
+    for prefix in ((), ("next",)):
+        done = rollout.get((*prefix, "done"), None)
+        term = rollout.get((*prefix, "terminated"), None)
+        trunc = rollout.get((*prefix, "truncated"), None)
+        has_all = done is not None and term is not None and trunc is not None
+        if has_all and not torch.equal(done, term | trunc):
+            raise AssertionError(f"{(*prefix, 'done')} != terminated | truncated.")
+    reset = env.reset()
+    for key, spec in expected.items():
+        if key[0] == "next" or key in {_as_tuple(k) for k in act_spec.keys(True, True)}:
+            continue
+        value = reset.get(key, None)
+        if value is None:
+            raise AssertionError(f"env.reset() did not return the entry {key}.")
+        if tuple(value.shape) != tuple(spec.shape):
+            raise AssertionError(
+                f"reset entry {key}: expected shape {tuple(spec.shape)}, got {tuple(value.shape)}."
+            )
+
+
+class EnvCreator:
+    """A picklable env factory, e.g. for ``ParallelEnv`` and collectors' workers.
+
+    Calls ``create_env_fn(**create_env_kwargs)`` on each call. The env's specs are
+    read once (``meta_data``) so consumers can build buffers without making an env.
+
+    Args:
+        create_env_fn: a callable returning an env.
+        create_env_kwargs: keyword arguments for it.
+
+    Example:
+        >>> from rl_envs import PendulumEnv
+        >>> make = EnvCreator(PendulumEnv)
+        >>> make().batch_size
+        torch.Size([])
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Callable[..., Any],
+        create_env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.create_env_fn = create_env_fn
+        self.create_env_kwargs = dict(create_env_kwargs or {})
+        self._specs: dict[str, Any] | None = None
+
+    def _read_specs(self) -> dict[str, Any]:
+        if self._specs is None:
+            env = self()
+            try:
+                self._specs = {
+                    "full_observation_spec": env.full_observation_spec.clone(),
+                    "full_action_spec": env.full_action_spec.clone(),
+                    "full_reward_spec": env.full_reward_spec.clone(),
+                    "full_done_spec": env.full_done_spec.clone(),
+                    "full_state_spec": env.full_state_spec.clone(),
+                    "batch_size": env.batch_size,
+                    "device": env.device,
+                }
+            finally:
+                env.close()
+        return self._specs
+
+    @property
+    def meta_data(self) -> dict[str, Any]:
+        """The specs, batch size and device of the env this creator builds."""
+        return self._read_specs()
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.create_env_fn(**{**self.create_env_kwargs, **kwargs})
+
+    def __repr__(self) -> str:
+        name = getattr(self.create_env_fn, "__name__", repr(self.create_env_fn))
+        return f"EnvCreator({name}, kwargs={self.create_env_kwargs})"
