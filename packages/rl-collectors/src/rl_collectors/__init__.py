@@ -2,6 +2,16 @@
 
 from importlib.metadata import version as _version
 
+from rl_collectors._batching import BatchTimings
+from rl_collectors.collector import Collector, SyncDataCollector
+from rl_collectors.split import split_trajectories
+
 __version__ = _version("rl-collectors")
 
-__all__ = ["__version__"]
+__all__ = [
+    "BatchTimings",
+    "Collector",
+    "SyncDataCollector",
+    "__version__",
+    "split_trajectories",
+]

@@ -1,0 +1,132 @@
+"""Pieces every collector shares: timings, frame planning, finishing a batch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_collectors.split import split_trajectories
+
+TRAJ_IDS_KEY: tuple[str, str] = ("collector", "traj_ids")
+MASK_KEY: tuple[str, str] = ("collector", "mask")
+POLICY_VERSION_KEY: tuple[str, str] = ("collector", "policy_version")
+
+
+@dataclass(frozen=True)
+class BatchTimings:
+    """Where the time of one batch went, in seconds.
+
+    For multiprocess and Ray collectors ``env_s`` and ``policy_s`` are the
+    largest values among the workers of that batch and ``total_s`` is the wall
+    time the trainer waited for the batch.
+
+    Attributes:
+        frames: frames in the batch.
+        env_s: time spent in ``env.step`` / resets.
+        policy_s: time spent in the policy (or drawing random actions).
+        total_s: wall time of the whole batch.
+    """
+
+    frames: int
+    env_s: float
+    policy_s: float
+    total_s: float
+
+    @property
+    def fps(self) -> float:
+        """Frames per second of the batch."""
+        return self.frames / self.total_s if self.total_s > 0 else math.inf
+
+
+def check_frames(frames_per_batch: int, total_frames: int, unit: int, what: str) -> None:
+    """Validate that the frame counts can be met exactly in steps of ``unit`` frames.
+
+    Raises:
+        ValueError: naming the argument, what was expected and how to fix it.
+    """
+    if frames_per_batch <= 0:
+        raise ValueError(f"frames_per_batch must be > 0; got {frames_per_batch}.")
+    if frames_per_batch % unit:
+        raise ValueError(
+            f"frames_per_batch={frames_per_batch} is not a multiple of {unit} ({what}); "
+            f"use a multiple such as {max(unit, frames_per_batch // unit * unit)}."
+        )
+    if total_frames == 0 or total_frames < -1:
+        raise ValueError(f"total_frames must be -1 (endless) or > 0; got {total_frames}.")
+    if total_frames > 0 and total_frames % unit:
+        raise ValueError(
+            f"total_frames={total_frames} is not a multiple of {unit} ({what}), so it cannot be "
+            f"met exactly; use {total_frames // unit * unit or unit}."
+        )
+
+
+def frames_for_next_batch(frames_per_batch: int, total_frames: int, frames_done: int) -> int:
+    """Frames the next batch should hold: a full batch, or what is left of ``total_frames``."""
+    if total_frames < 0:
+        return frames_per_batch
+    return max(0, min(frames_per_batch, total_frames - frames_done))
+
+
+def finish_batch(
+    batch: TensorDictBase,
+    *,
+    split_trajs: bool,
+    flatten: bool,
+    postproc: Callable[[TensorDictBase], TensorDictBase] | None,
+    replay_buffer: Any | None,
+) -> TensorDictBase | None:
+    """Split / flatten / post-process a batch, then hand it to the replay buffer if any.
+
+    Returns:
+        The batch, or ``None`` when it went to ``replay_buffer`` (TorchRL's behaviour).
+    """
+    if split_trajs:
+        batch = split_trajectories(batch)
+    elif flatten:
+        batch = batch.reshape(-1)
+        if MASK_KEY in batch.keys(include_nested=True):
+            batch = batch[batch.get(MASK_KEY)]
+    if postproc is not None:
+        batch = postproc(batch)
+    if replay_buffer is not None:
+        replay_buffer.extend(batch)
+        return None
+    return batch
+
+
+def check_options(split_trajs: bool, flatten: bool) -> None:
+    """Reject option combinations that have no meaning."""
+    if split_trajs and flatten:
+        raise ValueError(
+            "split_trajs=True and flatten=True both reshape the batch; pick one "
+            "(split_trajs gives [N, T_max] with a mask, flatten gives [frames])."
+        )
+
+
+def make_progress_bar(enabled: bool, total_frames: int, start: int = 0) -> Any:
+    """A tqdm bar counting frames, or ``None`` when disabled."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total_frames if total_frames > 0 else None, initial=start, unit="frames")
+
+
+def mark_invalid_tail(batch: TensorDictBase, valid_steps: list[int]) -> None:
+    """For a stacked ``[W, *B, T]`` batch: flag steps past ``valid_steps[w]`` as not collected.
+
+    Their trajectory id becomes ``-1`` and ``("collector", "mask")`` is ``False``.
+    """
+    steps = batch.shape[-1]
+    mask = torch.zeros(batch.shape, dtype=torch.bool, device=batch.device)
+    traj_ids = batch.get(TRAJ_IDS_KEY)
+    for worker, valid in enumerate(valid_steps):
+        mask[worker, ..., :valid] = True
+        if valid < steps:
+            traj_ids[worker, ..., valid:] = -1
+    batch.set(MASK_KEY, mask)

@@ -1,0 +1,82 @@
+"""The preallocated ``[*B, T]`` batch buffer a collector writes each step into, in place."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+NestedKey = str | tuple[str, ...]
+
+
+def tensor_leaves(td: TensorDictBase) -> list[NestedKey]:
+    """The nested keys of the tensor leaves of ``td``, in a stable (sorted) order."""
+    keys = [
+        key
+        for key, value in td.items(include_nested=True, leaves_only=True)
+        if isinstance(value, torch.Tensor)
+    ]
+    return sorted(keys, key=lambda k: (k,) if isinstance(k, str) else k)
+
+
+class StepBuffer:
+    """A TensorDict of shape ``[*B, T]`` plus, for each step ``t``, the views to copy into.
+
+    Built once from the first transition of a batch; every later step costs one
+    ``torch._foreach_copy_`` (no stacking, no new TensorDict).
+
+    Args:
+        template: the first transition (root + ``"next"``), batch shape ``B``.
+        steps: ``T``, the number of steps the buffer holds.
+        extra: leaves the collector adds (e.g. trajectory ids), name -> (dtype, trailing shape).
+        device: where the buffer lives (the storing device).
+        shared: put the buffer in shared memory (multiprocess workers).
+    """
+
+    def __init__(
+        self,
+        template: TensorDictBase,
+        steps: int,
+        extra: dict[NestedKey, tuple[torch.dtype, tuple[int, ...]]],
+        device: torch.device,
+        shared: bool = False,
+    ) -> None:
+        batch = tuple(template.batch_size)
+        self.batch_dims = len(batch)
+        self.keys = tensor_leaves(template)
+        leaves: dict[NestedKey, torch.Tensor] = {}
+        for key in self.keys:
+            value = template.get(key)
+            leaves[key] = torch.empty(
+                (*batch, steps, *value.shape[self.batch_dims :]), dtype=value.dtype, device=device
+            )
+        for key, (dtype, trailing) in extra.items():
+            leaves[key] = torch.zeros((*batch, steps, *trailing), dtype=dtype, device=device)
+        self.data = TensorDict(leaves, batch_size=[*batch, steps], device=device)
+        if shared:
+            self.data.share_memory_()
+        self.extra_keys = list(extra)
+        tensors = [self.data.get(key) for key in (*self.keys, *self.extra_keys)]
+        self._views = [[t.select(self.batch_dims, step) for t in tensors] for step in range(steps)]
+        self.steps = steps
+
+    def matches(self, transition: TensorDictBase) -> bool:
+        """Whether ``transition`` has the same tensor leaves as the buffer (then it can be reused)."""
+        if tensor_leaves(transition) != self.keys:
+            return False
+        return all(
+            transition.get(key).shape[self.batch_dims :] == self.data.get(key).shape[self.batch_dims + 1 :]
+            for key in self.keys
+        )
+
+    def write(self, step: int, transition: TensorDictBase, extra: list[torch.Tensor]) -> None:
+        """Copy ``transition`` (and the ``extra`` leaves, in order) into step ``step``."""
+        try:
+            sources = [transition.get(key) for key in self.keys]
+        except KeyError as err:
+            missing = [k for k in self.keys if transition.get(k, None) is None]
+            raise KeyError(
+                f"step {step} of the batch lacks {missing}, which the first step of the batch had. "
+                "An env or policy must write the same keys at every step (fill them with a "
+                "default value when they have no meaning)."
+            ) from err
+        torch._foreach_copy_(self._views[step], [*sources, *extra])

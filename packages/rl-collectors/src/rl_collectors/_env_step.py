@@ -1,0 +1,122 @@
+"""Stepping any env that honours the contract (docs/contract.md, section 1).
+
+The collector never imports an env library. It needs ``reset()``, ``step(td)``
+and ``batch_size``; it uses ``step_and_maybe_reset(td)`` when the env offers
+it and otherwise builds the next root itself (:func:`step_mdp`) and resets the
+done sub-envs through ``"_reset"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+NestedKey = str | tuple[str, ...]
+
+DONE_KEY: NestedKey = "done"
+TERMINATED_KEY: NestedKey = "terminated"
+TRUNCATED_KEY: NestedKey = "truncated"
+RESET_KEY = "_reset"
+
+
+def step_mdp(tensordict: TensorDictBase, reward_keys: Sequence[NestedKey] = ("reward",)) -> TensorDictBase:
+    """Build the input of the next step from a transition.
+
+    The contents of ``"next"`` move to the root; rewards are left out. Keys of
+    the old root (action, policy outputs) are dropped: state the env or the
+    policy carries over lives under ``("next", key)`` by the contract.
+
+    Args:
+        tensordict: a transition holding a ``"next"`` sub-TensorDict.
+        reward_keys: keys of ``"next"`` that stay behind.
+
+    Returns:
+        A new TensorDict (sharing tensors with ``tensordict["next"]``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"observation": torch.zeros(2), "action": torch.ones(1),
+        ...     "next": {"observation": torch.ones(2), "reward": torch.ones(1)}}, [])
+        >>> sorted(step_mdp(td).keys())
+        ['observation']
+    """
+    nxt = tensordict.get("next", None)
+    if nxt is None:
+        raise KeyError(
+            "step_mdp: the transition has no 'next' entry; expected the output of env.step(td), "
+            f"got keys {sorted(map(str, tensordict.keys()))}."
+        )
+    return nxt.exclude(*reward_keys)
+
+
+def _reset_mask_like(done: torch.Tensor) -> torch.Tensor:
+    return done.to(torch.bool)
+
+
+def partial_reset(env: Any, root: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+    """Reset the sub-envs flagged by ``mask`` (shape ``[*B, 1]``) and merge them into ``root``.
+
+    The entries whose mask is ``False`` keep the values of ``root``.
+
+    Args:
+        env: any env honouring the contract.
+        root: the current root TensorDict of batch shape ``env.batch_size``.
+        mask: bool tensor ``[*B, 1]`` (``True`` = reset this sub-env).
+
+    Returns:
+        ``root`` updated in place with the reset entries.
+    """
+    request = root.clone(False)
+    request.set(RESET_KEY, _reset_mask_like(mask))
+    fresh = env.reset(request)
+    if fresh is None:
+        raise RuntimeError("env.reset(td) returned None; the contract asks for a TensorDict.")
+    if RESET_KEY in fresh.keys():
+        fresh = fresh.exclude(RESET_KEY)
+    if mask.all():
+        root.update(fresh)
+        return root
+    # Merge ourselves so an env that resets (or returns) more than asked cannot leak into
+    # the sub-envs that were not done.
+    flat_mask = mask.reshape(mask.shape[: len(root.batch_size)])
+    for key, value in fresh.items(include_nested=True, leaves_only=True):
+        old = root.get(key, None)
+        if old is None:
+            root.set(key, value)
+            continue
+        m = flat_mask.reshape(*flat_mask.shape, *([1] * (value.ndim - flat_mask.ndim)))
+        root.set(key, torch.where(m, value, old))
+    return root
+
+
+def env_step_and_maybe_reset(
+    env: Any,
+    tensordict: TensorDictBase,
+    reward_keys: Sequence[NestedKey],
+    use_env_method: bool,
+) -> tuple[TensorDictBase, TensorDictBase]:
+    """One transition and the root of the next step, resetting the done sub-envs.
+
+    Args:
+        env: any env honouring the contract.
+        tensordict: the root holding ``"action"``.
+        reward_keys: keys that :func:`step_mdp` leaves behind.
+        use_env_method: call ``env.step_and_maybe_reset`` (``True``) or do it here.
+
+    Returns:
+        ``(transition, next_root)``.
+    """
+    if use_env_method:
+        return env.step_and_maybe_reset(tensordict)
+    transition = env.step(tensordict)
+    if transition is None:
+        raise RuntimeError("env.step(td) returned None; the contract asks for the TensorDict with 'next'.")
+    next_root = step_mdp(transition, reward_keys)
+    done = next_root.get(DONE_KEY)
+    if done.any():
+        next_root = partial_reset(env, next_root, done)
+    return transition, next_root

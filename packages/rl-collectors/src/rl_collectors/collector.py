@@ -1,0 +1,427 @@
+"""``Collector`` (alias ``SyncDataCollector``): one process, one env, batches of ``[*B, T]``."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import InteractionType, set_interaction_type
+from torch import nn
+
+from rl_collectors._batching import (
+    POLICY_VERSION_KEY,
+    TRAJ_IDS_KEY,
+    BatchTimings,
+    check_frames,
+    check_options,
+    finish_batch,
+    frames_for_next_batch,
+    make_progress_bar,
+)
+from rl_collectors._buffer import StepBuffer
+from rl_collectors._env_step import (
+    DONE_KEY,
+    TRUNCATED_KEY,
+    env_step_and_maybe_reset,
+    partial_reset,
+)
+from rl_collectors._policy import (
+    load_weights_,
+    policy_device_of,
+    policy_state_dict,
+    resolve_exploration_type,
+)
+
+DeviceLike = torch.device | str | int | None
+
+
+def _make_env(create_env_fn: Any, create_env_kwargs: dict[str, Any] | None) -> Any:
+    """An env instance (returned as is) or the result of calling a constructor."""
+    if hasattr(create_env_fn, "step") and hasattr(create_env_fn, "reset"):
+        if create_env_kwargs:
+            raise ValueError(
+                "create_env_kwargs was given with an env instance; pass a constructor "
+                "(class or function) to have them used."
+            )
+        return create_env_fn
+    if not callable(create_env_fn):
+        raise TypeError(
+            "create_env_fn must be an env (with reset/step) or a callable returning one; "
+            f"got {type(create_env_fn).__name__}."
+        )
+    env = create_env_fn(**(create_env_kwargs or {}))
+    for attr in ("reset", "step", "batch_size"):
+        if not hasattr(env, attr):
+            raise TypeError(
+                f"create_env_fn returned a {type(env).__name__} without '{attr}'; a collector "
+                "needs an env honouring docs/contract.md (reset, step, batch_size, action_spec)."
+            )
+    return env
+
+
+class Collector:
+    """Collect batches of transitions from one (possibly batched) env.
+
+    Each iteration yields a TensorDict of shape ``[*env.batch_size, T]`` with
+    ``T = frames_per_batch // env.batch_size.numel()`` (or ``[frames]`` with
+    ``flatten=True``, or ``[N, T_max]`` with ``split_trajs=True``). Transitions
+    are written step by step into one preallocated buffer; the batch handed
+    out is a copy of it unless ``return_same_td=True``.
+
+    Args:
+        create_env_fn: an env honouring ``docs/contract.md`` or a callable returning one.
+        policy: a callable ``TensorDict -> TensorDict`` writing ``"action"``; ``None`` draws
+            random actions from ``env.action_spec.rand()``.
+        frames_per_batch: frames per batch (a multiple of the env's batch numel).
+        total_frames: frames to collect in all (``-1``: endless). Counted exactly,
+            random frames included; the last batch is shorter if needed.
+        device: default for the three devices below.
+        storing_device: where batches are stored. Defaults to ``env_device``.
+        policy_device: where the policy runs. Defaults to the policy's parameters' device.
+        env_device: where the env lives. Defaults to ``env.device`` (or CPU).
+        create_env_kwargs: keyword arguments for ``create_env_fn``.
+        max_frames_per_traj: cut (truncate and reset) trajectories at this many steps.
+        init_random_frames: the first frames use random actions from the action spec.
+        reset_at_each_iter: reset every sub-env at the start of each batch.
+        postproc: applied to each batch before it is handed out.
+        split_trajs: hand out ``[N, T_max]`` zero-padded trajectories with ``("collector", "mask")``.
+        exploration_type: tensordict interaction type the policy runs under.
+        return_same_td: hand out the internal buffer itself (overwritten by the next batch).
+        replay_buffer: anything with ``extend(td)``; batches go there and iteration yields ``None``.
+        flatten: hand out ``[frames]`` instead of ``[*B, T]``.
+        track_policy_version: write ``("collector", "policy_version")`` (bumped by
+            :meth:`update_policy_weights_`).
+        progress_bar: show a tqdm bar of collected frames.
+
+    Examples:
+        >>> collector = Collector(make_env, policy=None, frames_per_batch=100, total_frames=300)  # doctest: +SKIP
+        >>> for batch in collector:  # doctest: +SKIP
+        ...     print(batch.shape, collector.last_timings.fps)
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Any,
+        policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device: DeviceLike = None,
+        storing_device: DeviceLike = None,
+        policy_device: DeviceLike = None,
+        env_device: DeviceLike = None,
+        create_env_kwargs: dict[str, Any] | None = None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        split_trajs: bool = False,
+        exploration_type: InteractionType | str = InteractionType.RANDOM,
+        return_same_td: bool = False,
+        replay_buffer: Any | None = None,
+        flatten: bool = False,
+        track_policy_version: bool = False,
+        progress_bar: bool = False,
+    ) -> None:
+        check_options(split_trajs, flatten)
+        if max_frames_per_traj is not None and max_frames_per_traj <= 0:
+            raise ValueError(f"max_frames_per_traj must be None or > 0; got {max_frames_per_traj}.")
+        self.env = _make_env(create_env_fn, create_env_kwargs)
+        self.batch_size = torch.Size(self.env.batch_size)
+        self._env_numel = self.batch_size.numel()
+        check_frames(frames_per_batch, total_frames, self._env_numel, f"env batch size {tuple(self.batch_size)}")
+        self.frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.max_frames_per_traj = max_frames_per_traj
+        self.init_random_frames = init_random_frames or 0
+        self.reset_at_each_iter = reset_at_each_iter
+        self.postproc = postproc
+        self.split_trajs = split_trajs
+        self.flatten = flatten
+        self.exploration_type = resolve_exploration_type(exploration_type)
+        self.return_same_td = return_same_td
+        self.replay_buffer = replay_buffer
+        self.track_policy_version = track_policy_version
+        self.progress_bar = progress_bar
+
+        self.env_device = torch.device(env_device or device or getattr(self.env, "device", None) or "cpu")
+        self.storing_device = torch.device(storing_device or device or self.env_device)
+        self._source_policy = policy
+        self.policy, self.policy_device = self._place_policy(policy, policy_device or device)
+        self.policy_version = 0
+
+        self._reward_keys = tuple(getattr(self.env, "reward_keys", None) or ("reward",))
+        self._use_env_smr = callable(getattr(self.env, "step_and_maybe_reset", None))
+        self._steps_per_batch = frames_per_batch // self._env_numel
+        self._buffer: StepBuffer | None = None
+        self._buffer_generation = 0
+        self._root: TensorDictBase | None = None
+        self._traj_ids = torch.zeros(self._env_numel, dtype=torch.int64)
+        self._traj_counter = 0
+        self._traj_offset, self._traj_stride = 0, 1
+        self._shared_buffer = False
+        self._step_count = torch.zeros(self._env_numel, dtype=torch.int64)
+        self._frames = 0
+        self._iter = 0
+        self._iterator: Iterator[TensorDictBase | None] | None = None
+        self.last_timings: BatchTimings | None = None
+        self._closed = False
+
+    # -- policy -----------------------------------------------------------------------------
+    def _place_policy(
+        self, policy: Callable[[TensorDictBase], TensorDictBase] | None, policy_device: DeviceLike
+    ) -> tuple[Callable[[TensorDictBase], TensorDictBase] | None, torch.device]:
+        if policy is None:
+            return None, self.env_device
+        current = policy_device_of(policy)
+        if policy_device is None:
+            return policy, current or self.env_device
+        target = torch.device(policy_device)
+        if isinstance(policy, nn.Module) and current is not None and current != target:
+            # The trainer keeps its module; we run a copy on the policy device and refresh it
+            # in update_policy_weights_().
+            return copy.deepcopy(policy).to(target), target
+        return policy, target
+
+    def update_policy_weights_(self, policy_or_weights: Any | None = None) -> None:
+        """Refresh the weights the collector acts with, in place, and bump ``policy_version``.
+
+        Args:
+            policy_or_weights: a module, a TensorDict of parameters (``TensorDict.from_module``)
+                or a ``state_dict``. ``None``: copy from the policy given at construction
+                (a no-op copy when the collector runs that very module).
+        """
+        source = self._source_policy if policy_or_weights is None else policy_or_weights
+        if self.policy is not None and source is not None and source is not self.policy:
+            load_weights_(self.policy, source)
+        self.policy_version += 1
+
+    # -- one batch --------------------------------------------------------------------------
+    def _new_traj_ids(self, mask: torch.Tensor) -> None:
+        count = int(mask.sum())
+        if count:
+            fresh = torch.arange(self._traj_counter, self._traj_counter + count, dtype=torch.int64)
+            self._traj_ids[mask] = fresh * self._traj_stride + self._traj_offset
+            self._traj_counter += count
+
+    def _reset_all(self) -> TensorDictBase:
+        root = self.env.reset()
+        if root is None:
+            raise RuntimeError("env.reset() returned None; the contract asks for a TensorDict.")
+        # Every sub-env starts a new trajectory, with a new id (ids are never reused).
+        self._new_traj_ids(torch.ones(self._env_numel, dtype=torch.bool))
+        self._step_count.zero_()
+        return root
+
+    def _random_action(self, root: TensorDictBase) -> TensorDictBase:
+        spec = self.env.action_spec
+        action = spec.rand()
+        if tuple(action.shape[: len(self.batch_size)]) != tuple(self.batch_size):
+            action = spec.rand(self.batch_size)
+        root.set("action", action.to(self.env_device))
+        return root
+
+    def _act(self, root: TensorDictBase, random: bool) -> TensorDictBase:
+        if random or self.policy is None:
+            return self._random_action(root)
+        if self.policy_device != self.env_device:
+            out = self.policy(root.to(self.policy_device))
+            return out.to(self.env_device)
+        out = self.policy(root)
+        return root if out is None else out
+
+    def _cut_long_trajectories(
+        self, transition: TensorDictBase, next_root: TensorDictBase, done: torch.Tensor
+    ) -> tuple[torch.Tensor, TensorDictBase]:
+        """Truncate the sub-envs that reached ``max_frames_per_traj`` and reset them."""
+        self._step_count += 1
+        self._step_count[done] = 0
+        cut = self._step_count >= self.max_frames_per_traj
+        if not cut.any():
+            return done, next_root
+        shaped = cut.reshape(*self.batch_size, 1).to(self.env_device)
+        nxt = transition.get("next")
+        nxt.set(TRUNCATED_KEY, nxt.get(TRUNCATED_KEY) | shaped)
+        nxt.set(DONE_KEY, nxt.get(DONE_KEY) | shaped)
+        next_root = partial_reset(self.env, next_root, shaped)
+        self._step_count[cut] = 0
+        return done | cut, next_root
+
+    def _collect(self, num_steps: int, should_stop: Callable[[], bool] | None = None) -> int:
+        """Fill the first ``num_steps`` steps of the buffer; returns the number of steps written."""
+        t_start = time.perf_counter()
+        env_s = policy_s = 0.0
+        if self.reset_at_each_iter or self._root is None:
+            root = self._reset_all()
+        else:
+            root = self._root
+        written = 0
+        batch_shape = self.batch_size
+        with torch.no_grad(), set_interaction_type(self.exploration_type):
+            for step in range(num_steps):
+                if should_stop is not None and should_stop():
+                    break
+                t0 = time.perf_counter()
+                random = self._frames + step * self._env_numel < self.init_random_frames
+                root = self._act(root, random)
+                t1 = time.perf_counter()
+                transition, next_root = env_step_and_maybe_reset(
+                    self.env, root, self._reward_keys, self._use_env_smr
+                )
+                done = transition.get(("next", DONE_KEY)).reshape(-1)
+                if done.device.type != "cpu":
+                    done = done.cpu()
+                if self.max_frames_per_traj is not None:
+                    done, next_root = self._cut_long_trajectories(transition, next_root, done)
+                t2 = time.perf_counter()
+                policy_s += t1 - t0
+                env_s += t2 - t1
+                if step == 0:
+                    self._ensure_buffer(transition)
+                self._buffer.write(step, transition, [self._traj_ids.view(batch_shape)])
+                if done.any():
+                    self._new_traj_ids(done)
+                root = next_root
+                written += 1
+        self._root = root
+        if self.track_policy_version and written:
+            self._buffer.data.get(POLICY_VERSION_KEY)[..., :written].fill_(self.policy_version)
+        self._frames += written * self._env_numel
+        self.last_timings = BatchTimings(
+            frames=written * self._env_numel,
+            env_s=env_s,
+            policy_s=policy_s,
+            total_s=time.perf_counter() - t_start,
+        )
+        return written
+
+    def _ensure_buffer(self, transition: TensorDictBase) -> None:
+        if self._buffer is not None and self._buffer.matches(transition):
+            return
+        extra: dict[Any, tuple[torch.dtype, tuple[int, ...]]] = {TRAJ_IDS_KEY: (torch.int64, ())}
+        if self.track_policy_version:
+            extra[POLICY_VERSION_KEY] = (torch.int64, ())
+        self._buffer = StepBuffer(
+            transition, self._steps_per_batch, extra, self.storing_device, shared=self._shared_buffer
+        )
+        self._buffer_generation += 1
+
+    def _configure_worker(self, traj_offset: int, traj_stride: int, shared_buffer: bool) -> None:
+        """Used by multiprocess / Ray workers: disjoint trajectory ids, shared-memory buffer."""
+        self._traj_offset, self._traj_stride = traj_offset, traj_stride
+        self._shared_buffer = shared_buffer
+
+    # -- iteration --------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
+        try:
+            while True:
+                frames = frames_for_next_batch(self.frames_per_batch, self.total_frames, self._frames)
+                if frames == 0:
+                    return
+                written = self._collect(frames // self._env_numel)
+                data = self._buffer.data
+                if written < data.shape[-1]:
+                    data = data[..., :written]
+                if not self.return_same_td:
+                    data = data.clone()
+                self._iter += 1
+                if bar is not None:
+                    bar.update(written * self._env_numel)
+                yield finish_batch(
+                    data,
+                    split_trajs=self.split_trajs,
+                    flatten=self.flatten,
+                    postproc=self.postproc,
+                    replay_buffer=self.replay_buffer,
+                )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def next(self) -> TensorDictBase | None:
+        """The next batch (``None`` once ``total_frames`` are collected)."""
+        if self._iterator is None:
+            self._iterator = iter(self)
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            return None
+
+    def __len__(self) -> int:
+        if self.total_frames < 0:
+            raise TypeError("an endless collector (total_frames=-1) has no length.")
+        return -(-self.total_frames // self.frames_per_batch)
+
+    @property
+    def frames(self) -> int:
+        """Frames collected so far (random frames included)."""
+        return self._frames
+
+    # -- checkpointing ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What :meth:`load_state_dict` needs to resume: counters, policy and env state."""
+        state: dict[str, Any] = {
+            "frames": self._frames,
+            "iter": self._iter,
+            "traj_counter": self._traj_counter,
+            "policy_version": self.policy_version,
+        }
+        if self.policy is not None:
+            weights = policy_state_dict(self.policy)
+            if weights is not None:
+                state["policy_state_dict"] = weights
+        env_state = getattr(self.env, "state_dict", None)
+        if callable(env_state):
+            state["env_state_dict"] = env_state()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: frame accounting and trajectory ids continue.
+
+        The env restarts from a reset (a live simulator state cannot be restored in
+        general); the trajectories that follow get new ids.
+        """
+        missing = {"frames", "iter", "traj_counter"} - set(state_dict)
+        if missing:
+            raise KeyError(f"load_state_dict: missing {sorted(missing)}; pass the output of state_dict().")
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
+        self._traj_counter = int(state_dict["traj_counter"])
+        self.policy_version = int(state_dict.get("policy_version", 0))
+        if "policy_state_dict" in state_dict and self.policy is not None:
+            load_weights_(self.policy, state_dict["policy_state_dict"])
+        if "env_state_dict" in state_dict and callable(getattr(self.env, "load_state_dict", None)):
+            self.env.load_state_dict(state_dict["env_state_dict"])
+        self._root = None
+        self._iterator = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Close the env (if it has ``close``). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        close = getattr(self.env, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(env={type(self.env).__name__}, batch_size={tuple(self.batch_size)}, "
+            f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, "
+            f"frames={self._frames})"
+        )
+
+
+SyncDataCollector = Collector

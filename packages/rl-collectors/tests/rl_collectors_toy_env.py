@@ -1,0 +1,125 @@
+"""A tiny batched env in plain torch, honouring docs/contract.md, for the collector tests.
+
+Observation ``[*B, 3]`` = (step within the episode, sub-env index, episode number).
+Action ``[*B, 1]`` in [-1, 1]; reward = action. Sub-env ``i`` terminates after
+``min_len + (3 * i + 5 * episode) % span`` steps (variable lengths) and is
+truncated at ``truncate_at`` steps if that comes first.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+
+class BoxSpec:
+    """Duck-typed continuous action spec: ``shape``, ``dtype``, ``device``, ``rand``."""
+
+    def __init__(self, shape: tuple[int, ...], low: float = -1.0, high: float = 1.0) -> None:
+        self.shape = torch.Size(shape)
+        self.dtype = torch.float32
+        self.device = torch.device("cpu")
+        self.low, self.high = low, high
+
+    def rand(self, shape: tuple[int, ...] = ()) -> torch.Tensor:
+        u = torch.rand((*shape, *self.shape), dtype=self.dtype)
+        return self.low + (self.high - self.low) * u
+
+
+class ToyEnv:
+    """Batched counting env with variable episode lengths, termination, truncation, partial resets."""
+
+    def __init__(
+        self,
+        batch_size: tuple[int, ...] = (),
+        min_len: int = 3,
+        span: int = 4,
+        truncate_at: int | None = None,
+        fail_after: int | None = None,
+        hard_exit_after: int | None = None,
+    ) -> None:
+        self.batch_size = torch.Size(batch_size)
+        self.device = torch.device("cpu")
+        self.action_spec = BoxSpec((*self.batch_size, 1))
+        self.min_len, self.span, self.truncate_at = min_len, span, truncate_at
+        self.fail_after, self.hard_exit_after = fail_after, hard_exit_after
+        n = self.batch_size.numel()
+        self._index = torch.arange(n, dtype=torch.float32).reshape(self.batch_size)
+        self._step = torch.zeros(self.batch_size, dtype=torch.int64)
+        self._episode = torch.full(self.batch_size, -1, dtype=torch.int64)
+        self._done = torch.ones((*self.batch_size, 1), dtype=torch.bool)
+        self.total_steps = 0
+        self.closed = False
+
+    def _length(self) -> torch.Tensor:
+        return self.min_len + (3 * self._index.long() + 5 * self._episode) % self.span
+
+    def _obs(self) -> torch.Tensor:
+        return torch.stack([self._step.float(), self._index, self._episode.float()], -1)
+
+    def _flags(self, term: torch.Tensor, trunc: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"done": term | trunc, "terminated": term, "truncated": trunc}
+
+    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        if tensordict is not None and "_reset" in tensordict.keys():
+            mask = tensordict.get("_reset").reshape(self.batch_size)
+        else:
+            mask = torch.ones(self.batch_size, dtype=torch.bool)
+        self._step = torch.where(mask, torch.zeros_like(self._step), self._step)
+        self._episode = torch.where(mask, self._episode + 1, self._episode)
+        self._done = self._done & ~mask.unsqueeze(-1)
+        zeros = torch.zeros((*self.batch_size, 1), dtype=torch.bool)
+        flags = self._flags(zeros, zeros)
+        if tensordict is not None and "_reset" in tensordict.keys():
+            # Entries that are not reset keep their current flags.
+            for key in flags:
+                if key in tensordict.keys():
+                    flags[key] = torch.where(mask.unsqueeze(-1), zeros, tensordict.get(key))
+        return TensorDict({"observation": self._obs(), **flags}, batch_size=self.batch_size)
+
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._done.any():
+            raise RuntimeError("ToyEnv: stepping a done sub-env without reset.")
+        self.total_steps += 1
+        if self.fail_after is not None and self.total_steps > self.fail_after:
+            raise ValueError("ToyEnv failure injected for the crash test")
+        if self.hard_exit_after is not None and self.total_steps > self.hard_exit_after:
+            os._exit(3)
+        action = tensordict.get("action")
+        if action.shape != (*self.batch_size, 1):
+            raise ValueError(f"ToyEnv: action of shape {tuple(action.shape)}")
+        self._step = self._step + 1
+        term = (self._step >= self._length()).unsqueeze(-1)
+        trunc = torch.zeros_like(term)
+        if self.truncate_at is not None:
+            trunc = (self._step >= self.truncate_at).unsqueeze(-1) & ~term
+        flags = self._flags(term, trunc)
+        self._done = flags["done"].clone()
+        nxt = TensorDict(
+            {"observation": self._obs(), "reward": action.clone(), **flags},
+            batch_size=self.batch_size,
+        )
+        tensordict.set("next", nxt)
+        return tensordict
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ToyEnvWithStepAndMaybeReset(ToyEnv):
+    """Same env, offering ``step_and_maybe_reset`` itself (as rl_envs' EnvBase does)."""
+
+    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+        tensordict = self.step(tensordict)
+        nxt = tensordict.get("next").exclude("reward")
+        done = nxt.get("done")
+        if done.any():
+            nxt = self.reset(nxt.clone(False).set("_reset", done))
+        return tensordict, nxt
+
+
+def make_toy_env(**kwargs: object) -> ToyEnv:
+    """Picklable constructor used by the multiprocess and Ray tests."""
+    return ToyEnv(**kwargs)
