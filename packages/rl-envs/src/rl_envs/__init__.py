@@ -9,9 +9,13 @@ from rl_envs.specs import (
     Bounded,
     Categorical,
     Composite,
+    MultiCategorical,
+    MultiOneHot,
+    NonTensor,
     OneHot,
     TensorSpec,
     Unbounded,
+    make_composite_from_td,
 )
 from rl_envs.utils import EnvCreator, check_env_specs, step_mdp
 
@@ -25,11 +29,15 @@ __all__ = [
     "Composite",
     "EnvBase",
     "EnvCreator",
+    "MultiCategorical",
+    "MultiOneHot",
+    "NonTensor",
     "OneHot",
     "PendulumEnv",
     "TensorSpec",
     "Unbounded",
     "__version__",
     "check_env_specs",
+    "make_composite_from_td",
     "step_mdp",
 ]

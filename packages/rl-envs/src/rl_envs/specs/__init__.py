@@ -12,6 +12,10 @@ from rl_envs.specs.binary import Binary
 from rl_envs.specs.bounded import Bounded
 from rl_envs.specs.categorical import Categorical
 from rl_envs.specs.composite import Composite
+from rl_envs.specs.from_td import make_composite_from_td
+from rl_envs.specs.multi_categorical import MultiCategorical
+from rl_envs.specs.multi_one_hot import MultiOneHot
+from rl_envs.specs.non_tensor import NonTensor
 from rl_envs.specs.one_hot import OneHot
 from rl_envs.specs.unbounded import Unbounded
 
@@ -22,10 +26,14 @@ __all__ = [
     "CategoricalBox",
     "Composite",
     "ContinuousBox",
+    "MultiCategorical",
     "MultiCategoricalBox",
+    "MultiOneHot",
+    "NonTensor",
     "OneHot",
     "TensorSpec",
     "Unbounded",
+    "make_composite_from_td",
     "to_numpy_dtype",
     "to_torch_dtype",
 ]

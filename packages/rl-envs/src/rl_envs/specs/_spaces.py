@@ -48,13 +48,13 @@ class CategoricalBox:
     n: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MultiCategoricalBox:
-    """One categorical of ``nvec[i]`` categories per entry (``nvec`` as a tuple of ints).
+    """One categorical of ``nvec[i]`` categories per entry (a tuple of ints or an int tensor).
 
     Example:
         >>> MultiCategoricalBox((3, 2)).nvec
         (3, 2)
     """
 
-    nvec: tuple[int, ...]
+    nvec: tuple[int, ...] | torch.Tensor
