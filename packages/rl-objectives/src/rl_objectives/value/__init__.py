@@ -1,0 +1,30 @@
+"""Value estimation: pure functions (:mod:`rl_objectives.value.functional`) and TensorDict modules."""
+
+from rl_objectives.value import functional
+from rl_objectives.value.common import ValueEstimatorBase, ValueEstimatorKeys
+from rl_objectives.value.gae import GAE
+from rl_objectives.value.registry import (
+    ValueEstimators,
+    build_value_estimator,
+    default_value_kwargs,
+    register_value_estimator,
+    registered_value_estimators,
+)
+from rl_objectives.value.td import TD0Estimator, TD1Estimator, TDLambdaEstimator
+from rl_objectives.value.vtrace import VTrace
+
+__all__ = [
+    "GAE",
+    "TD0Estimator",
+    "TD1Estimator",
+    "TDLambdaEstimator",
+    "VTrace",
+    "ValueEstimatorBase",
+    "ValueEstimatorKeys",
+    "ValueEstimators",
+    "build_value_estimator",
+    "default_value_kwargs",
+    "functional",
+    "register_value_estimator",
+    "registered_value_estimators",
+]

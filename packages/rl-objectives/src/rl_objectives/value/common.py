@@ -1,0 +1,313 @@
+"""The base of the estimator modules: key routing and critic calls around the pure functions."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_objectives._keys import check_finite, get_entry, normalize_key
+
+__all__ = ["ValueEstimatorBase", "ValueEstimatorKeys"]
+
+
+def _next(key: NestedKey) -> tuple[str, ...]:
+    return ("next", *key) if isinstance(key, tuple) else ("next", key)
+
+
+@dataclass(frozen=True)
+class ValueEstimatorKeys:
+    """The keys an estimator reads and writes (``reward``, ``done``, ``terminated`` under ``"next"``).
+
+    Attributes:
+        advantage: written advantage. Defaults to ``"advantage"``.
+        value_target: written return target. Defaults to ``"value_target"``.
+        value: the critic's output, read at the root and under ``"next"``. Defaults to ``"state_value"``.
+        reward: read as ``("next", reward)``. Defaults to ``"reward"``.
+        done: read as ``("next", done)``. Defaults to ``"done"``.
+        terminated: read as ``("next", terminated)`` (``done`` if absent). Defaults to ``"terminated"``.
+        sample_log_prob: behaviour log-probability (V-trace). Defaults to ``"action_log_prob"``.
+        action: the action (V-trace). Defaults to ``"action"``.
+    """
+
+    advantage: NestedKey = "advantage"
+    value_target: NestedKey = "value_target"
+    value: NestedKey = "state_value"
+    reward: NestedKey = "reward"
+    done: NestedKey = "done"
+    terminated: NestedKey = "terminated"
+    sample_log_prob: NestedKey = "action_log_prob"
+    action: NestedKey = "action"
+
+
+class ValueEstimatorBase(nn.Module):
+    """Reads rewards, flags and values from a TensorDict; writes ``advantage`` and ``value_target``.
+
+    Subclasses implement :meth:`_estimate` with a pure function of
+    :mod:`rl_objectives.value.functional`.
+
+    Args:
+        gamma: discount factor.
+        value_network: a TensorDict module writing ``tensor_keys.value``; ``None`` to
+            read ``value`` and ``("next", value)`` from the data.
+        differentiable: keep the graph through the critic (off by default: targets are constants).
+        shifted: evaluate the critic once on the observations plus the next observations
+            of the ``done`` and last steps only, instead of on all next observations.
+        time_dim: the time dimension of the input TensorDict (its last batch dim by default).
+        debug: raise on non-finite rewards or values.
+    """
+
+    default_keys = ValueEstimatorKeys
+
+    def __init__(
+        self,
+        *,
+        gamma: float | torch.Tensor = 0.99,
+        value_network: nn.Module | None = None,
+        differentiable: bool = False,
+        shifted: bool = False,
+        time_dim: int | None = None,
+        debug: bool = False,
+    ) -> None:
+        super().__init__()
+        self.gamma = gamma
+        self.value_network = value_network
+        self.differentiable = differentiable
+        self.shifted = shifted
+        self.time_dim = time_dim
+        self.debug = debug
+        self._tensor_keys = self.default_keys()
+
+    @classmethod
+    def for_loss(cls, loss: nn.Module, *, value_network: nn.Module | None, **kwargs: Any):
+        """Build the estimator a loss asks for (override when more than the critic is needed)."""
+        return cls(value_network=value_network, **kwargs)
+
+    @property
+    def tensor_keys(self) -> ValueEstimatorKeys:
+        """The keys in use (see :class:`ValueEstimatorKeys`)."""
+        return self._tensor_keys
+
+    def set_keys(self, **kwargs: NestedKey) -> ValueEstimatorBase:
+        """Change the keys read and written; unknown names raise a ``ValueError``.
+
+        Examples:
+            >>> from rl_objectives.value import TD0Estimator
+            >>> TD0Estimator(gamma=0.9).set_keys(value="q").tensor_keys.value
+            'q'
+        """
+        valid = {f.name for f in fields(self._tensor_keys)}
+        unknown = sorted(set(kwargs) - valid)
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.set_keys got unknown key name(s) {unknown}; "
+                f"valid names are {sorted(valid)}."
+            )
+        self._tensor_keys = replace(
+            self._tensor_keys, **{k: normalize_key(v) for k, v in kwargs.items() if v is not None}
+        )
+        return self
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _get(self, td: TensorDictBase, name: str, *, under_next: bool = False) -> torch.Tensor:
+        key = getattr(self.tensor_keys, name)
+        key = _next(key) if under_next else key
+        return get_entry(td, key, owner=type(self).__name__, key_name=name, debug=self.debug)
+
+    def _time_dim(self, td: TensorDictBase) -> int:
+        if td.ndim == 0:
+            raise ValueError(
+                f"{type(self).__name__} needs a TensorDict with a time dimension; got batch_size=[]. "
+                "Use batch_size [*B, T] (or [T])."
+            )
+        dim = td.ndim - 1 if self.time_dim is None else self.time_dim
+        if not -td.ndim <= dim < td.ndim:
+            raise ValueError(
+                f"time_dim={self.time_dim} is out of range for batch_size={tuple(td.batch_size)}."
+            )
+        return dim % td.ndim
+
+    def _flags(self, td: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        reward = self._get(td, "reward", under_next=True)
+        done = self._get(td, "done", under_next=True)
+        terminated = td.get(_next(self.tensor_keys.terminated), None)
+        if terminated is None:
+            terminated = done
+        if done.shape != reward.shape and done.shape == reward.shape[:-1]:
+            done, terminated = done.unsqueeze(-1), terminated.unsqueeze(-1)
+        return reward, done, terminated
+
+    # -- critic calls ----------------------------------------------------------------
+
+    def _call(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
+        net = self.value_network
+        td_in = td.select(*net.in_keys, strict=False)
+        ctx = (
+            params.to_module(net, preserve_module_state=False)
+            if params is not None
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            out = net(td_in)
+        return get_entry(out, self.tensor_keys.value, owner=type(self).__name__, key_name="value")
+
+    def _next_value(
+        self, td: TensorDictBase, target_params: TensorDictBase | None, params: TensorDictBase | None
+    ) -> torch.Tensor:
+        if self.value_network is None:
+            return self._get(td, "value", under_next=True)
+        return self._call(td.get("next"), target_params if target_params is not None else params)
+
+    def _values(
+        self,
+        td: TensorDictBase,
+        params: TensorDictBase | None,
+        target_params: TensorDictBase | None,
+        done: torch.Tensor,
+        time_dim: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(V(s), V(s'))`` from the data or from the critic, in one call when possible."""
+        if self.value_network is None:
+            return self._get(td, "value"), self._get(td, "value", under_next=True)
+        if target_params is not None:
+            return self._call(td, params), self._call(td.get("next"), target_params)
+        in_keys = self.value_network.in_keys
+        root = td.select(*in_keys, strict=False)
+        nxt = td.get("next").select(*in_keys, strict=False)
+        if not self.shifted:
+            both = self._call(torch.cat([root.reshape(-1), nxt.reshape(-1)], 0), params)
+            n = root.numel()
+            shape = (*td.batch_size, *both.shape[1:])
+            return both[:n].reshape(shape), both[n:].reshape(shape)
+        # shifted: V(s[t+1]) is V(s'[t]) except after a done step or at the last step,
+        # where the next observation is not the following root observation
+        steps = td.shape[time_dim]
+        last = torch.arange(steps, device=done.device) == steps - 1
+        last = last.view([steps if d == time_dim else 1 for d in range(td.ndim)])
+        mask = done.reshape(td.batch_size) | last
+        extra = nxt[mask]
+        both = self._call(torch.cat([root.reshape(-1), extra], 0), params)
+        n = root.numel()
+        value = both[:n].reshape(*td.batch_size, *both.shape[1:])
+        next_value = value.roll(-1, dims=time_dim)
+        full_mask = mask.reshape(*mask.shape, *([1] * (value.ndim - mask.ndim))).expand_as(value)
+        next_value = next_value.masked_scatter(full_mask, both[n:])
+        return value, next_value
+
+    def _grad_context(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext() if self.differentiable else torch.no_grad()
+
+    def _check_values(self, **values: torch.Tensor) -> None:
+        if self.debug:
+            for key, value in values.items():
+                check_finite(value, key, owner=type(self).__name__)
+
+    # -- API ------------------------------------------------------------------------
+
+    def _estimate(
+        self,
+        td: TensorDictBase,
+        value: torch.Tensor,
+        next_value: torch.Tensor,
+        reward: torch.Tensor,
+        done: torch.Tensor,
+        terminated: torch.Tensor,
+        time_dim: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(advantage, value_target)``."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        tensordict: TensorDictBase,
+        *,
+        params: TensorDictBase | None = None,
+        target_params: TensorDictBase | None = None,
+    ) -> TensorDictBase:
+        """Write ``advantage`` and ``value_target`` (and the values used) into ``tensordict``.
+
+        Args:
+            tensordict: ``[*B, T]`` data with ``("next", reward/done/terminated)`` and
+                either the critic's inputs or ``value`` and ``("next", value)``.
+            params: parameters the critic runs with (e.g. detached ones); its own by default.
+            target_params: parameters for ``V(s')`` (e.g. target ones); ``params`` by default.
+
+        Returns:
+            ``tensordict``, updated in place.
+        """
+        time_dim = self._time_dim(tensordict)
+        with self._grad_context():
+            reward, done, terminated = self._flags(tensordict)
+            value, next_value = self._values(tensordict, params, target_params, done, time_dim)
+            self._check_values(state_value=value, next_state_value=next_value)
+            advantage, target = self._estimate(
+                tensordict, value, next_value, reward, done, terminated, time_dim
+            )
+        keys = self.tensor_keys
+        if self.value_network is not None:
+            tensordict.set(keys.value, value)
+            tensordict.set(_next(keys.value), next_value)
+        tensordict.set(keys.advantage, advantage)
+        tensordict.set(keys.value_target, target)
+        return tensordict
+
+    def value_estimate(
+        self,
+        tensordict: TensorDictBase,
+        *,
+        params: TensorDictBase | None = None,
+        target_params: TensorDictBase | None = None,
+        next_value: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The return target only (what off-policy losses regress on).
+
+        Args:
+            tensordict: as in :meth:`forward`.
+            params: parameters the critic runs with.
+            target_params: parameters for ``V(s')``.
+            next_value: ``V(s')`` computed by the caller; skips the critic call for it.
+
+        Returns:
+            the target, shaped like the reward.
+        """
+        time_dim = self._time_dim(tensordict)
+        with self._grad_context():
+            reward, done, terminated = self._flags(tensordict)
+            if next_value is None:
+                _, target = self._estimate_from(tensordict, params, target_params, time_dim)
+                return target
+            value = (
+                self._get(tensordict, "value")
+                if self._needs_state_value()
+                else torch.zeros_like(next_value)
+            )
+            self._check_values(next_state_value=next_value)
+            _, target = self._estimate(
+                tensordict, value, next_value, reward, done, terminated, time_dim
+            )
+        return target
+
+    def _needs_state_value(self) -> bool:
+        return True
+
+    def _estimate_from(
+        self,
+        td: TensorDictBase,
+        params: TensorDictBase | None,
+        target_params: TensorDictBase | None,
+        time_dim: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        reward, done, terminated = self._flags(td)
+        if self._needs_state_value():
+            value, next_value = self._values(td, params, target_params, done, time_dim)
+        else:
+            next_value = self._next_value(td, target_params, params)
+            value = torch.zeros_like(next_value)
+        self._check_values(next_state_value=next_value)
+        return self._estimate(td, value, next_value, reward, done, terminated, time_dim)

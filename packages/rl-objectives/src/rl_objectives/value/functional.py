@@ -1,0 +1,427 @@
+"""Pure, vectorised return and advantage estimators.
+
+Every function takes tensors shaped ``[*batch, T, *F]`` (``T`` at ``time_dim``,
+``-2`` by default, so the usual layout is ``[*batch, T, 1]``) and never loops
+over time in Python: each recurrence is solved by
+:func:`rl_objectives.value._scan.reverse_linear_scan`.
+
+Episode ends follow ``docs/contract.md``: ``done = terminated | truncated``.
+A ``terminated`` step does not bootstrap (the next state has value zero); a
+``truncated`` step bootstraps from ``next_state_value``, the value of the true
+final observation; and the recursion never crosses a ``done`` step, since the
+following entry belongs to another episode. When ``terminated`` is not given
+it is taken equal to ``done`` (TorchRL's behaviour).
+
+The names and argument orders are TorchRL's (``torchrl.objectives.value.functional``);
+the ``vec_*`` names are aliases kept so that ported code runs unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl_objectives.value._scan import reverse_linear_scan
+
+__all__ = [
+    "discounted_cumsum",
+    "generalized_advantage_estimate",
+    "reward2go",
+    "td0_advantage_estimate",
+    "td0_return_estimate",
+    "td1_advantage_estimate",
+    "td1_return_estimate",
+    "td_lambda_advantage_estimate",
+    "td_lambda_return_estimate",
+    "vec_generalized_advantage_estimate",
+    "vec_td1_advantage_estimate",
+    "vec_td1_return_estimate",
+    "vec_td_lambda_advantage_estimate",
+    "vec_td_lambda_return_estimate",
+    "vtrace_advantage_estimate",
+]
+
+Scalar = float | torch.Tensor
+
+
+def _check(time_dim: int, **tensors: torch.Tensor | None) -> torch.Size:
+    """Check that all given tensors share one shape with a time dimension; return it."""
+    named = {k: v for k, v in tensors.items() if v is not None}
+    first_name, first = next(iter(named.items()))
+    shape = first.shape
+    for name, value in named.items():
+        if value.shape != shape:
+            raise ValueError(
+                f"{name} has shape {tuple(value.shape)} but {first_name} has shape "
+                f"{tuple(shape)}: every input must be [*batch, T, *F] with the same shape. "
+                "Add the trailing feature dim (e.g. reward.unsqueeze(-1)) where it is missing."
+            )
+    if not -len(shape) <= time_dim < len(shape):
+        raise ValueError(
+            f"time_dim={time_dim} is out of range for inputs of shape {tuple(shape)}; "
+            "inputs must be [*batch, T, *F] (time_dim=-2 for [*batch, T, 1])."
+        )
+    for name in ("done", "terminated"):
+        value = named.get(name)
+        if value is not None and value.dtype != torch.bool:
+            raise TypeError(f"{name} must be a bool tensor, got dtype {value.dtype}.")
+    return shape
+
+
+def _scan(x: torch.Tensor, g: torch.Tensor, time_dim: int) -> torch.Tensor:
+    """Solve ``y[t] = x[t] + g[t] * y[t+1]`` along ``time_dim``."""
+    g = g.expand_as(x)
+    y = reverse_linear_scan(x.movedim(time_dim, -1), g.movedim(time_dim, -1))
+    return y.movedim(-1, time_dim)
+
+
+def _not(flag: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return (~flag).to(like.dtype)
+
+
+def _last_step(like: torch.Tensor, time_dim: int) -> torch.Tensor:
+    """A bool mask, ``True`` on the last step along ``time_dim`` (broadcastable to ``like``)."""
+    steps = like.shape[time_dim]
+    mask = torch.arange(steps, device=like.device) == steps - 1
+    shape = [1] * like.ndim
+    shape[time_dim] = steps
+    return mask.view(shape)
+
+
+def discounted_cumsum(
+    x: torch.Tensor, discount: Scalar, *, time_dim: int = -2
+) -> torch.Tensor:
+    """Reverse discounted cumulative sum ``y[t] = x[t] + discount[t] * y[t + 1]``.
+
+    Args:
+        x: ``[*batch, T, *F]`` values.
+        discount: a float or a tensor broadcastable to ``x`` (per-step discounts;
+            put zero where the sum must restart).
+        time_dim: the time dimension.
+
+    Returns:
+        ``y`` with the shape of ``x``.
+
+    Examples:
+        >>> discounted_cumsum(torch.ones(3, 1), 0.5)
+        tensor([[1.7500],
+                [1.5000],
+                [1.0000]])
+    """
+    _check(time_dim, x=x)
+    discount = torch.as_tensor(discount, dtype=x.dtype, device=x.device)
+    return _scan(x, discount.expand_as(x), time_dim)
+
+
+def reward2go(
+    reward: torch.Tensor, done: torch.Tensor, gamma: Scalar = 0.99, *, time_dim: int = -2
+) -> torch.Tensor:
+    """Discounted reward-to-go inside each episode (no bootstrap).
+
+    Args:
+        reward: ``[*batch, T, *F]`` rewards.
+        done: bool, same shape; the sum restarts after each ``True``.
+        gamma: discount factor.
+        time_dim: the time dimension.
+
+    Returns:
+        ``sum_k gamma^k r[t + k]`` up to the end of the episode.
+
+    Examples:
+        >>> r = torch.ones(4, 1)
+        >>> d = torch.tensor([[False], [True], [False], [False]])
+        >>> reward2go(r, d, gamma=1.0).squeeze(-1)
+        tensor([2., 1., 2., 1.])
+    """
+    _check(time_dim, reward=reward, done=done)
+    return _scan(reward, gamma * _not(done, reward), time_dim)
+
+
+def td0_return_estimate(
+    gamma: Scalar,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    done: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One-step bootstrapped return ``r + gamma * (1 - terminated) * V(s')``.
+
+    Args:
+        gamma: discount factor.
+        next_state_value: ``V(s')``, ``[*batch, *F]``.
+        reward: same shape.
+        terminated: bool, same shape; falls back on ``done`` when ``None``.
+        done: bool, used only when ``terminated`` is ``None``.
+
+    Examples:
+        >>> td0_return_estimate(0.5, torch.ones(2, 1), torch.ones(2, 1),
+        ...                     torch.tensor([[False], [True]])).squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    if terminated is None:
+        terminated = done
+    if terminated is None:
+        return reward + gamma * next_state_value
+    _check(-1, next_state_value=next_state_value, reward=reward, terminated=terminated)
+    return reward + gamma * _not(terminated, reward) * next_state_value
+
+
+def td0_advantage_estimate(
+    gamma: Scalar,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One-step TD error ``r + gamma * (1 - terminated) * V(s') - V(s)``.
+
+    Examples:
+        >>> td0_advantage_estimate(1.0, torch.ones(1, 1), torch.ones(1, 1),
+        ...                        torch.ones(1, 1), torch.zeros(1, 1, dtype=torch.bool))
+        tensor([[1.]])
+    """
+    if terminated is None:
+        terminated = done
+    _check(-1, state_value=state_value, next_state_value=next_state_value, reward=reward)
+    return td0_return_estimate(gamma, next_state_value, reward, terminated) - state_value
+
+
+def generalized_advantage_estimate(
+    gamma: Scalar,
+    lmbda: Scalar,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+
+    ``delta[t] = r[t] + gamma * (1 - terminated[t]) * V(s[t+1]) - V(s[t])`` and
+    ``A[t] = delta[t] + gamma * lmbda * (1 - done[t]) * A[t+1]``.
+
+    Args:
+        gamma: discount factor (float or tensor broadcastable to the inputs).
+        lmbda: GAE lambda.
+        state_value: ``V(s[t])``, ``[*batch, T, *F]``.
+        next_state_value: ``V(s[t+1])``, same shape.
+        reward: same shape.
+        done: bool, same shape.
+        terminated: bool, same shape (``done`` when ``None``).
+        time_dim: the time dimension.
+
+    Returns:
+        ``(advantage, value_target)`` with ``value_target = advantage + state_value``.
+
+    Examples:
+        >>> v = torch.zeros(3, 1)
+        >>> r = torch.ones(3, 1)
+        >>> d = torch.zeros(3, 1, dtype=torch.bool)
+        >>> adv, target = generalized_advantage_estimate(1.0, 1.0, v, v, r, d)
+        >>> adv.squeeze(-1)
+        tensor([3., 2., 1.])
+    """
+    if terminated is None:
+        terminated = done
+    _check(
+        time_dim,
+        state_value=state_value,
+        next_state_value=next_state_value,
+        reward=reward,
+        done=done,
+        terminated=terminated,
+    )
+    delta = reward + gamma * _not(terminated, reward) * next_state_value - state_value
+    advantage = _scan(delta, gamma * lmbda * _not(done, reward), time_dim)
+    return advantage, advantage + state_value
+
+
+def td_lambda_return_estimate(
+    gamma: Scalar,
+    lmbda: Scalar,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(lambda) return (Sutton & Barto 2018, section 12.1).
+
+    ``G[t] = r[t] + gamma * (1 - terminated[t]) * ((1 - lmbda) V(s[t+1]) + lmbda G[t+1])``,
+    where ``G[t+1]`` is replaced by ``V(s[t+1])`` at the last step and at ``done`` steps.
+
+    Args:
+        gamma: discount factor.
+        lmbda: lambda in ``[0, 1]``.
+        next_state_value: ``V(s[t+1])``, ``[*batch, T, *F]``.
+        reward: same shape.
+        done: bool, same shape.
+        terminated: bool, same shape (``done`` when ``None``).
+        time_dim: the time dimension.
+
+    Examples:
+        >>> nv = torch.ones(2, 1)
+        >>> r = torch.zeros(2, 1)
+        >>> d = torch.zeros(2, 1, dtype=torch.bool)
+        >>> td_lambda_return_estimate(1.0, 0.5, nv, r, d).squeeze(-1)
+        tensor([1., 1.])
+    """
+    if terminated is None:
+        terminated = done
+    _check(time_dim, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated)
+    boot = gamma * _not(terminated, reward)
+    cut = done | _last_step(reward, time_dim)
+    cut_f = cut.to(reward.dtype)
+    x = reward + boot * next_state_value * ((1 - lmbda) + lmbda * cut_f)
+    return _scan(x, boot * lmbda * (1 - cut_f), time_dim)
+
+
+def td_lambda_advantage_estimate(
+    gamma: Scalar,
+    lmbda: Scalar,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(lambda) return minus ``state_value``.
+
+    Examples:
+        >>> z = torch.zeros(2, 1)
+        >>> td_lambda_advantage_estimate(1.0, 0.5, z, z, torch.ones(2, 1),
+        ...                              torch.zeros(2, 1, dtype=torch.bool)).squeeze(-1)
+        tensor([1.5000, 1.0000])
+    """
+    _check(time_dim, state_value=state_value, next_state_value=next_state_value)
+    ret = td_lambda_return_estimate(
+        gamma, lmbda, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+    return ret - state_value
+
+
+def td1_return_estimate(
+    gamma: Scalar,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(1) (Monte-Carlo) return, bootstrapped at truncations and at the last step.
+
+    Examples:
+        >>> r = torch.ones(3, 1)
+        >>> d = torch.zeros(3, 1, dtype=torch.bool)
+        >>> td1_return_estimate(1.0, torch.zeros(3, 1), r, d).squeeze(-1)
+        tensor([3., 2., 1.])
+    """
+    return td_lambda_return_estimate(
+        gamma, 1.0, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+
+
+def td1_advantage_estimate(
+    gamma: Scalar,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(1) return minus ``state_value``.
+
+    Examples:
+        >>> z = torch.zeros(2, 1)
+        >>> td1_advantage_estimate(1.0, z, z, torch.ones(2, 1),
+        ...                        torch.zeros(2, 1, dtype=torch.bool)).squeeze(-1)
+        tensor([2., 1.])
+    """
+    return td_lambda_advantage_estimate(
+        gamma, 1.0, state_value, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+
+
+def vtrace_advantage_estimate(
+    gamma: Scalar,
+    log_pi: torch.Tensor,
+    log_mu: torch.Tensor,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rho_thresh: Scalar = 1.0,
+    c_thresh: Scalar = 1.0,
+    *,
+    time_dim: int = -2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace off-policy targets (Espeholt et al. 2018, IMPALA, arXiv:1802.01561).
+
+    With ``rho = min(pi/mu, rho_thresh)``, ``c = min(pi/mu, c_thresh)``:
+    ``v[t] - V(s[t]) = rho[t] delta[t] + gamma (1 - done[t]) c[t] (v[t+1] - V(s[t+1]))`` and
+    the policy-gradient advantage is ``rho[t] (r[t] + gamma (1 - terminated[t]) v[t+1] - V(s[t]))``,
+    with ``v[t+1] = V(s[t+1])`` at ``done`` steps and at the last step.
+
+    Args:
+        gamma: discount factor.
+        log_pi: log-probability of the actions under the learner policy, ``[*batch, T, *F]``.
+        log_mu: log-probability under the behaviour policy, same shape.
+        state_value: ``V(s[t])``, same shape.
+        next_state_value: ``V(s[t+1])``, same shape.
+        reward: same shape.
+        done: bool, same shape.
+        terminated: bool, same shape (``done`` when ``None``).
+        rho_thresh: truncation of the importance weight in the TD errors.
+        c_thresh: truncation of the trace coefficients.
+        time_dim: the time dimension.
+
+    Returns:
+        ``(advantage, value_target)``.
+
+    Examples:
+        >>> z = torch.zeros(2, 1)
+        >>> d = torch.zeros(2, 1, dtype=torch.bool)
+        >>> adv, vs = vtrace_advantage_estimate(1.0, z, z, z, z, torch.ones(2, 1), d)
+        >>> vs.squeeze(-1)
+        tensor([2., 1.])
+    """
+    if terminated is None:
+        terminated = done
+    _check(
+        time_dim,
+        log_pi=log_pi,
+        log_mu=log_mu,
+        state_value=state_value,
+        next_state_value=next_state_value,
+        reward=reward,
+        done=done,
+        terminated=terminated,
+    )
+    ratio = (log_pi - log_mu).exp()
+    rho = ratio.clamp_max(rho_thresh)
+    c = ratio.clamp_max(c_thresh)
+    boot = gamma * _not(terminated, reward)
+    deltas = rho * (reward + boot * next_state_value - state_value)
+    vs_minus_v = _scan(deltas, gamma * _not(done, reward) * c, time_dim)
+    vs = vs_minus_v + state_value
+    vs_next = torch.roll(vs, -1, dims=time_dim)
+    vs_next = torch.where(done | _last_step(vs, time_dim), next_state_value, vs_next)
+    advantage = rho * (reward + boot * vs_next - state_value)
+    return advantage, vs
+
+
+vec_generalized_advantage_estimate = generalized_advantage_estimate
+vec_td_lambda_return_estimate = td_lambda_return_estimate
+vec_td_lambda_advantage_estimate = td_lambda_advantage_estimate
+vec_td1_return_estimate = td1_return_estimate
+vec_td1_advantage_estimate = td1_advantage_estimate

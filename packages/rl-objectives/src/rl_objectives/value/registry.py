@@ -1,0 +1,141 @@
+"""Which estimator class implements which value type, and with which defaults.
+
+Losses never name estimator classes: ``loss.make_value_estimator(value_type, **kw)``
+looks the class up here. A new estimator (for instance a Triton one from
+``rl-kernels``, which cannot import this package) plugs in from user code with
+:func:`register_value_estimator`, under a new name or in place of a built-in one,
+without editing any loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from torch import nn
+
+__all__ = [
+    "ValueEstimators",
+    "build_value_estimator",
+    "default_value_kwargs",
+    "register_value_estimator",
+    "registered_value_estimators",
+]
+
+
+class ValueEstimators(Enum):
+    """The built-in value estimator types (TorchRL's names).
+
+    Examples:
+        >>> ValueEstimators["GAE"] is ValueEstimators.GAE
+        True
+    """
+
+    TD0 = "Bootstrapped TD (1-step return)"
+    TD1 = "TD(1) (infinity-step return)"
+    TDLambda = "TD(lambda)"
+    GAE = "Generalized advantage estimate"
+    VTrace = "V-trace"
+
+
+_REGISTRY: dict[Any, tuple[type, dict[str, Any]]] = {}
+
+
+def _coerce(value_type: Any) -> Any:
+    """Accept an enum member, its name in any case (``"gae"``) or a registered key."""
+    if isinstance(value_type, ValueEstimators) or value_type in _REGISTRY:
+        return value_type
+    if isinstance(value_type, str):
+        for member in ValueEstimators:
+            if member.name.lower() == value_type.lower():
+                return member
+    known = [k.name if isinstance(k, Enum) else k for k in _REGISTRY]
+    raise KeyError(
+        f"unknown value estimator {value_type!r}; registered: {known}. "
+        "Register a new one with rl_objectives.value.register_value_estimator(name)(cls)."
+    )
+
+
+def register_value_estimator(
+    value_type: Any, *, default_kwargs: dict[str, Any] | None = None
+) -> Callable[[type], type]:
+    """Class decorator: make ``cls`` the estimator built for ``value_type``.
+
+    ``cls`` is built by ``cls.for_loss(loss, **kwargs)`` when it defines that
+    classmethod, otherwise by ``cls(value_network=<the loss's critic>, **kwargs)``
+    followed by ``set_keys(...)`` with the loss's keys when the class has it.
+
+    Args:
+        value_type: a :class:`ValueEstimators` member or any hashable name.
+        default_kwargs: hyper-parameters used unless the caller overrides them.
+
+    Examples:
+        >>> from rl_objectives.value import TD0Estimator
+        >>> _ = register_value_estimator("my_td0", default_kwargs={"gamma": 0.9})(TD0Estimator)
+        >>> default_value_kwargs("my_td0")
+        {'gamma': 0.9}
+    """
+
+    def decorator(cls: type) -> type:
+        _REGISTRY[value_type] = (cls, dict(default_kwargs or {}))
+        return cls
+
+    return decorator
+
+
+def registered_value_estimators() -> dict[Any, type]:
+    """The registered value types and their classes.
+
+    Examples:
+        >>> import rl_objectives.value
+        >>> registered_value_estimators()[ValueEstimators.GAE].__name__
+        'GAE'
+    """
+    return {k: cls for k, (cls, _) in _REGISTRY.items()}
+
+
+def default_value_kwargs(value_type: Any) -> dict[str, Any]:
+    """The default hyper-parameters of a registered value type (a copy).
+
+    Examples:
+        >>> import rl_objectives.value
+        >>> default_value_kwargs("gae")
+        {'gamma': 0.99, 'lmbda': 0.95}
+    """
+    return dict(_REGISTRY[_coerce(value_type)][1])
+
+
+def build_value_estimator(
+    value_type: Any,
+    *,
+    loss: nn.Module | None = None,
+    value_network: nn.Module | None = None,
+    keys: dict[str, Any] | None = None,
+    **hyperparams: Any,
+) -> nn.Module:
+    """Build the estimator registered for ``value_type``.
+
+    Args:
+        value_type: a :class:`ValueEstimators` member, its name, or a registered key.
+        loss: the loss that will own the estimator (passed to ``cls.for_loss``).
+        value_network: the critic the estimator calls (``None``: read values from the data).
+        keys: ``set_keys`` arguments applied to the new estimator.
+        **hyperparams: override the registered defaults.
+
+    Examples:
+        >>> import rl_objectives.value
+        >>> est = build_value_estimator("td0", gamma=0.5)
+        >>> type(est).__name__, est.gamma
+        ('TD0Estimator', 0.5)
+    """
+    cls, defaults = _REGISTRY[_coerce(value_type)]
+    kwargs = {**defaults, **hyperparams}
+    for_loss = getattr(cls, "for_loss", None)
+    if for_loss is not None and loss is not None:
+        estimator = for_loss(loss, value_network=value_network, **kwargs)
+    else:
+        estimator = cls(value_network=value_network, **kwargs)
+    if keys and hasattr(estimator, "set_keys"):
+        estimator.set_keys(**keys)
+    return estimator
