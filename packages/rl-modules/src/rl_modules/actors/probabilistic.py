@@ -1,0 +1,141 @@
+"""Stochastic policies: a network writing distribution parameters, then a sampler."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    InteractionType,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModuleBase,
+)
+from tensordict.utils import NestedKey
+
+from rl_modules._keys import check_in_keys
+from rl_modules._spec import spec_bounds
+from rl_modules.actors.common import leaf_spec
+from rl_modules.distributions import Delta
+
+
+def log_prob_key_for(out_key: NestedKey) -> NestedKey:
+    """``"action"`` -> ``"action_log_prob"``; ``("agents", "action")`` -> ``("agents", "action_log_prob")``."""
+    if isinstance(out_key, str):
+        return f"{out_key}_log_prob"
+    return (*out_key[:-1], f"{out_key[-1]}_log_prob")
+
+
+def _takes_bounds(distribution_class: type) -> bool:
+    try:
+        params = inspect.signature(distribution_class).parameters
+    except (TypeError, ValueError):
+        return False
+    return "low" in params and "high" in params
+
+
+def _as_list(keys: NestedKey | Sequence[NestedKey]) -> list[NestedKey]:
+    return [keys] if isinstance(keys, (str, tuple)) else list(keys)
+
+
+class ProbabilisticActor(ProbabilisticTensorDictSequential):
+    """A policy that samples its action from ``distribution_class(**params)``.
+
+    ``module`` (a TensorDictModule) writes the distribution parameters under
+    ``in_keys`` (e.g. ``["loc", "scale"]``); the actor builds the distribution
+    and writes its value under ``out_keys`` (``["action"]``). What value
+    depends on the exploration type (:func:`set_exploration_type`):
+    ``RANDOM`` samples, ``DETERMINISTIC`` / ``MODE`` / ``MEAN`` take that
+    statistic; outside any block, ``default_interaction_type`` applies.
+
+    If the distribution takes ``low`` / ``high`` (``TanhNormal``,
+    ``TruncatedNormal``, ``TanhDelta``) and ``distribution_kwargs`` does not
+    give them, they are read from ``spec.space.low`` / ``spec.space.high``.
+
+    Args:
+        module: a TensorDictModule writing the distribution parameters.
+        in_keys: the parameter keys, mapped to the distribution's argument
+            names: a list (names = keys) or a dict ``{arg_name: key}``.
+        out_keys: default ``["action"]``.
+        spec: optional spec-like object of the action (bounds come from it).
+        distribution_class: default :class:`~rl_modules.Delta`.
+        distribution_kwargs: extra distribution arguments.
+        return_log_prob: also write the sample's log-probability under
+            ``log_prob_key`` (default ``"action_log_prob"``).
+        default_interaction_type: used outside any ``set_exploration_type``
+            block. Default ``DETERMINISTIC``.
+        log_prob_key: where the log-probability goes.
+        cache_dist: keep the last distribution (see tensordict).
+        n_empirical_estimate: samples for ``MEAN`` when the distribution has no mean.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
+        >>> from rl_modules import MLP, TanhNormal, ExplorationType, set_exploration_type
+        >>> net = torch.nn.Sequential(MLP(in_features=3, out_features=4, num_cells=[16]), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(
+        ...     TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ...     in_keys=["loc", "scale"],
+        ...     distribution_class=TanhNormal,
+        ...     distribution_kwargs={"low": -2.0, "high": 2.0},
+        ...     return_log_prob=True,
+        ... )
+        >>> with set_exploration_type(ExplorationType.RANDOM):
+        ...     td = actor(TensorDict(observation=torch.zeros(5, 3), batch_size=[5]))
+        >>> td["action"].shape, td["action_log_prob"].shape
+        (torch.Size([5, 2]), torch.Size([5]))
+    """
+
+    def __init__(
+        self,
+        module: TensorDictModuleBase,
+        in_keys: NestedKey | Sequence[NestedKey] | dict[str, NestedKey],
+        out_keys: NestedKey | Sequence[NestedKey] | None = None,
+        *,
+        spec: Any = None,
+        distribution_class: type = Delta,
+        distribution_kwargs: dict | None = None,
+        return_log_prob: bool = False,
+        default_interaction_type: InteractionType = InteractionType.DETERMINISTIC,
+        log_prob_key: NestedKey | None = None,
+        cache_dist: bool = False,
+        n_empirical_estimate: int = 1000,
+    ) -> None:
+        if not isinstance(module, TensorDictModuleBase):
+            raise TypeError(
+                "ProbabilisticActor: module must be a TensorDictModule writing the distribution "
+                f"parameters, got {type(module).__name__}. Wrap it: "
+                "TensorDictModule(net, in_keys=['observation'], out_keys=['loc', 'scale'])."
+            )
+        out_keys = ["action"] if out_keys is None else _as_list(out_keys)
+        kwargs = dict(distribution_kwargs or {})
+        action_spec = leaf_spec(spec, out_keys[0], 1)
+        if (
+            action_spec is not None
+            and _takes_bounds(distribution_class)
+            and not ({"low", "high"} & kwargs.keys())
+        ):
+            low, high = spec_bounds(action_spec, "ProbabilisticActor")
+            kwargs["low"], kwargs["high"] = low, high
+        if log_prob_key is None:
+            log_prob_key = log_prob_key_for(out_keys[0])
+        sampler = ProbabilisticTensorDictModule(
+            in_keys=in_keys,
+            out_keys=out_keys,
+            distribution_class=distribution_class,
+            distribution_kwargs=kwargs,
+            return_log_prob=return_log_prob,
+            default_interaction_type=default_interaction_type,
+            log_prob_key=log_prob_key,
+            cache_dist=cache_dist,
+            n_empirical_estimate=n_empirical_estimate,
+        )
+        super().__init__(module, sampler)
+        self.spec = spec
+
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        check_in_keys(tensordict, self.module[0].in_keys, type(self).__name__)
+        return super().forward(tensordict, *args, **kwargs)

@@ -1,0 +1,265 @@
+"""Q-value heads: greedy actions from per-action values (plain and distributional)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_modules._keys import check_in_keys
+from rl_modules._spec import ActionSpace, action_space_of
+
+
+def _resolve_space(action_space: Any, spec: Any, who: str) -> ActionSpace:
+    if action_space is None and spec is None:
+        raise ValueError(
+            f"{who}: pass action_space ('categorical' or 'one_hot') or a spec-like action spec."
+        )
+    return action_space_of(action_space if action_space is not None else spec, who)
+
+
+def greedy_action(
+    action_value: torch.Tensor,
+    action_space: ActionSpace,
+    mask: torch.Tensor | None = None,
+    one_hot_dtype: torch.dtype = torch.long,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Argmax action and its value from ``action_value`` ``[..., n]``.
+
+    Args:
+        action_value: one value per action on the last dim.
+        action_space: ``"categorical"`` (an index ``[...]``) or ``"one_hot"`` (``[..., n]``).
+        mask: optional bool ``[..., n]``, ``True`` = allowed.
+        one_hot_dtype: dtype of one-hot actions.
+
+    Returns:
+        ``(action, chosen_action_value)`` with ``chosen_action_value`` of shape ``[..., 1]``.
+    """
+    values = action_value
+    if mask is not None:
+        values = torch.where(mask, values, torch.finfo(values.dtype).min)
+    idx = values.argmax(-1, keepdim=True)
+    chosen = action_value.gather(-1, idx)
+    if action_space == "categorical":
+        return idx.squeeze(-1), chosen
+    one_hot = torch.zeros_like(action_value, dtype=one_hot_dtype).scatter_(-1, idx, 1)
+    return one_hot, chosen
+
+
+class QValueModule(TensorDictModuleBase):
+    """Writes the greedy ``action`` and its ``chosen_action_value`` from ``action_value``.
+
+    Args:
+        action_space: ``"categorical"`` or ``"one_hot"``; or give ``spec``.
+        action_value_key: where the values ``[*B, n]`` are read.
+        out_keys: ``[action, action_value, chosen_action_value]`` keys.
+        spec: a spec-like action spec (kind from its class, one-hot dtype from ``spec.dtype``).
+        action_mask_key: optional bool mask key (``True`` = allowed).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> m = QValueModule(action_space="categorical")
+        >>> td = m(TensorDict(action_value=torch.tensor([[1.0, 3.0, 2.0]]), batch_size=[1]))
+        >>> td["action"], td["chosen_action_value"]
+        (tensor([1]), tensor([[3.]]))
+    """
+
+    def __init__(
+        self,
+        action_space: str | None = None,
+        action_value_key: NestedKey = "action_value",
+        out_keys: Sequence[NestedKey] | None = None,
+        spec: Any = None,
+        action_mask_key: NestedKey | None = None,
+    ) -> None:
+        super().__init__()
+        self.action_space = _resolve_space(action_space, spec, type(self).__name__)
+        self.spec = spec
+        self.action_value_key = action_value_key
+        self.action_mask_key = action_mask_key
+        self.in_keys = [action_value_key] + ([action_mask_key] if action_mask_key else [])
+        self.out_keys = (
+            ["action", action_value_key, "chosen_action_value"] if out_keys is None else list(out_keys)
+        )
+        if len(self.out_keys) != 3:
+            raise ValueError(
+                f"{type(self).__name__}: out_keys must be [action, action_value, "
+                f"chosen_action_value], got {self.out_keys}."
+            )
+        self._one_hot_dtype = getattr(spec, "dtype", torch.long) if spec is not None else torch.long
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        check_in_keys(tensordict, self.in_keys, type(self).__name__)
+        values = tensordict.get(self.action_value_key)
+        mask = tensordict.get(self.action_mask_key) if self.action_mask_key else None
+        action, chosen = greedy_action(values, self.action_space, mask, self._one_hot_dtype)
+        action_key, value_key, chosen_key = self.out_keys
+        tensordict.set(action_key, action)
+        if value_key != self.action_value_key:
+            tensordict.set(value_key, values)
+        tensordict.set(chosen_key, chosen)
+        return tensordict
+
+
+class QValueActor(TensorDictSequential):
+    """A Q-network followed by a :class:`QValueModule` (greedy policy).
+
+    Args:
+        module: network from the in_keys to ``[*B, n]`` action values.
+        in_keys: default ``["observation"]``.
+        spec: spec-like action spec (or give ``action_space``).
+        action_space: ``"categorical"`` or ``"one_hot"``.
+        action_value_key: default ``"action_value"``.
+        action_mask_key: optional mask key.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> actor = QValueActor(torch.nn.Linear(4, 3), action_space="one_hot")
+        >>> actor(TensorDict(observation=torch.zeros(2, 4), batch_size=[2]))["action"].shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        in_keys: NestedKey | Sequence[NestedKey] | None = None,
+        spec: Any = None,
+        action_space: str | None = None,
+        action_value_key: NestedKey = "action_value",
+        action_mask_key: NestedKey | None = None,
+    ) -> None:
+        in_keys = ["observation"] if in_keys is None else in_keys
+        if isinstance(module, TensorDictModuleBase):
+            net = module
+        else:
+            net = TensorDictModule(module, in_keys=in_keys, out_keys=[action_value_key])
+        head = QValueModule(
+            action_space=action_space,
+            action_value_key=action_value_key,
+            spec=spec,
+            action_mask_key=action_mask_key,
+        )
+        super().__init__(net, head)
+        self.spec = spec
+
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        check_in_keys(tensordict, self.module[0].in_keys, type(self).__name__)
+        return super().forward(tensordict, *args, **kwargs)
+
+
+class DistributionalQValueModule(QValueModule):
+    """Greedy head for distributional Q-values (C51, Bellemare et al., 2017).
+
+    ``action_value`` holds log-probabilities ``[*B, n_atoms, n]`` over the
+    atoms of ``support`` (``[n_atoms]``); the action maximises the expected
+    value. Writes ``action`` (``chosen_action_value`` is not written).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> m = DistributionalQValueModule("categorical", support=torch.tensor([0.0, 1.0]))
+        >>> logp = torch.log(torch.tensor([[[0.9, 0.2], [0.1, 0.8]]]))
+        >>> m(TensorDict(action_value=logp, batch_size=[1]))["action"]
+        tensor([1])
+    """
+
+    def __init__(
+        self,
+        action_space: str | None = None,
+        support: torch.Tensor | None = None,
+        action_value_key: NestedKey = "action_value",
+        out_keys: Sequence[NestedKey] | None = None,
+        spec: Any = None,
+        action_mask_key: NestedKey | None = None,
+    ) -> None:
+        if support is None:
+            raise ValueError("DistributionalQValueModule: support (the atom values) is required.")
+        super().__init__(
+            action_space=action_space,
+            action_value_key=action_value_key,
+            out_keys=None if out_keys is None else [*out_keys, "chosen_action_value"][:3],
+            spec=spec,
+            action_mask_key=action_mask_key,
+        )
+        self.register_buffer("support", torch.as_tensor(support))
+        self.out_keys = self.out_keys[:2]
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        check_in_keys(tensordict, self.in_keys, type(self).__name__)
+        log_probs = tensordict.get(self.action_value_key)
+        if log_probs.ndim < 2 or log_probs.shape[-2] != self.support.numel():
+            raise ValueError(
+                f"{type(self).__name__}: {self.action_value_key!r} must be [*B, n_atoms="
+                f"{self.support.numel()}, n_actions], got {tuple(log_probs.shape)}."
+            )
+        expected = (log_probs.exp() * self.support.unsqueeze(-1)).sum(-2)
+        mask = tensordict.get(self.action_mask_key) if self.action_mask_key else None
+        action, _ = greedy_action(expected, self.action_space, mask, self._one_hot_dtype)
+        tensordict.set(self.out_keys[0], action)
+        if self.out_keys[1] != self.action_value_key:
+            tensordict.set(self.out_keys[1], log_probs)
+        return tensordict
+
+
+class _LogSoftmaxAtoms(nn.Module):
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.module(*inputs), dim=-2)
+
+
+class DistributionalQValueActor(TensorDictSequential):
+    """A distributional Q-network (``[*B, n_atoms, n]`` logits) and its greedy head.
+
+    Args:
+        module: network from the in_keys to ``[*B, n_atoms, n]``.
+        support: atom values ``[n_atoms]``.
+        in_keys: default ``["observation"]``.
+        spec: spec-like action spec (or give ``action_space``).
+        action_space: ``"categorical"`` or ``"one_hot"``.
+        action_value_key: default ``"action_value"``.
+        action_mask_key: optional mask key.
+        make_log_softmax: apply ``log_softmax`` over the atoms to the output.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_modules import MLP
+        >>> net = MLP(in_features=4, out_features=(5, 3), num_cells=[8])
+        >>> actor = DistributionalQValueActor(net, support=torch.linspace(-1, 1, 5), action_space="categorical")
+        >>> actor(TensorDict(observation=torch.zeros(2, 4), batch_size=[2]))["action"].shape
+        torch.Size([2])
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        support: torch.Tensor,
+        in_keys: NestedKey | Sequence[NestedKey] | None = None,
+        spec: Any = None,
+        action_space: str | None = None,
+        action_value_key: NestedKey = "action_value",
+        action_mask_key: NestedKey | None = None,
+        make_log_softmax: bool = True,
+    ) -> None:
+        in_keys = ["observation"] if in_keys is None else in_keys
+        body = _LogSoftmaxAtoms(module) if make_log_softmax else module
+        net = TensorDictModule(body, in_keys=in_keys, out_keys=[action_value_key])
+        head = DistributionalQValueModule(
+            action_space=action_space,
+            support=support,
+            action_value_key=action_value_key,
+            spec=spec,
+            action_mask_key=action_mask_key,
+        )
+        super().__init__(net, head)
+        self.spec = spec

@@ -1,0 +1,14 @@
+"""Recurrent modules (LSTM, GRU) with hidden states as TensorDict keys."""
+
+from rl_modules.recurrent.mode import recurrent_mode, set_recurrent_mode
+from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
+from rl_modules.recurrent.rnn import GRUModule, LSTMModule
+
+__all__ = [
+    "GRUModule",
+    "LSTMModule",
+    "RecurrentStatePrimer",
+    "StateSpec",
+    "recurrent_mode",
+    "set_recurrent_mode",
+]

@@ -1,0 +1,394 @@
+"""LSTM and GRU TensorDict modules with hidden states as keys and resets at ``is_init``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from rl_modules._keys import check_in_keys
+from rl_modules.recurrent._segments import pad_segments, split_at_resets, unpad_segments
+from rl_modules.recurrent.mode import recurrent_mode
+from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
+
+States = tuple[torch.Tensor, ...]
+
+
+def _next(key: NestedKey) -> tuple[str, ...]:
+    return ("next", key) if isinstance(key, str) else ("next", *key)
+
+
+def run_rnn_with_resets(
+    rnn: nn.LSTM | nn.GRU, x: torch.Tensor, h0: States, is_init: torch.Tensor
+) -> tuple[torch.Tensor, States, torch.Tensor]:
+    """Run ``rnn`` over ``x [N, T, F]`` restarting from zero wherever ``is_init [N, T]``.
+
+    ``h0`` (each ``[layers, N, H]``) is the state before step 0 (already zeroed
+    where ``is_init[:, 0]``). With no reset after step 0 this is one ATen/cuDNN
+    call; otherwise the batch is cut into segments at the resets, padded,
+    packed and run as one call over all segments.
+
+    Returns:
+        ``(y [N, T, H], final states (each [layers, S, H]), last [S, 2])``: the
+        outputs, the state after the last step of each segment and the
+        ``(n, t)`` of that step.
+    """
+    n, t = is_init.shape
+    if not bool(is_init[:, 1:].any()):
+        y, hn = rnn(x, h0 if len(h0) > 1 else h0[0])
+        hn = hn if isinstance(hn, tuple) else (hn,)
+        last = torch.stack([torch.arange(n, device=x.device), torch.full((n,), t - 1, device=x.device)], -1)
+        return y, hn, last
+    seg = split_at_resets(is_init)
+    padded = pad_segments(x, seg)
+    # Only the segment starting at t = 0 of each row uses h0; later ones start at zero.
+    seg_h0 = tuple(
+        h.new_zeros(h.shape[0], len(seg.lengths), h.shape[2]).index_copy(1, seg.first, h) for h in h0
+    )
+    packed = pack_padded_sequence(padded, seg.lengths.cpu(), batch_first=True, enforce_sorted=False)
+    out, hn = rnn(packed, seg_h0 if len(seg_h0) > 1 else seg_h0[0])
+    y, _ = pad_packed_sequence(out, batch_first=True, total_length=seg.max_len)
+    hn = hn if isinstance(hn, tuple) else (hn,)
+    return unpad_segments(y, seg), hn, seg.last
+
+
+class _RecurrentModule(TensorDictModuleBase):
+    """Key routing shared by :class:`LSTMModule` and :class:`GRUModule`."""
+
+    _state_names: tuple[str, ...]
+    _default_state_keys: tuple[str, ...]
+
+    @property
+    def rnn(self) -> nn.LSTM | nn.GRU:
+        raise NotImplementedError
+
+    def _setup_keys(
+        self,
+        in_key: NestedKey | None,
+        in_keys: Sequence[NestedKey] | None,
+        out_key: NestedKey | None,
+        out_keys: Sequence[NestedKey] | None,
+        is_init_key: NestedKey,
+        default_recurrent_mode: bool | None,
+    ) -> None:
+        who = type(self).__name__
+        n_states = len(self._state_names)
+        if (in_key is None) == (in_keys is None):
+            raise ValueError(f"{who}: pass exactly one of in_key= or in_keys=.")
+        if in_keys is None:
+            in_keys = [in_key, *self._default_state_keys]
+        in_keys = list(in_keys)
+        if len(in_keys) != 1 + n_states:
+            raise ValueError(
+                f"{who}: in_keys must be [input, {', '.join(self._state_names)} states], got {in_keys}."
+            )
+        if out_keys is None:
+            if out_key is None:
+                raise ValueError(f"{who}: pass out_key= or out_keys=.")
+            out_keys = [out_key, *(_next(k) for k in in_keys[1:])]
+        out_keys = list(out_keys)
+        if len(out_keys) != 1 + n_states:
+            raise ValueError(
+                f"{who}: out_keys must be [output, next {', '.join(self._state_names)} states], "
+                f"got {out_keys}."
+            )
+        self.in_keys = [*in_keys, is_init_key]
+        self.out_keys = out_keys
+        self.input_key, self.state_keys = in_keys[0], in_keys[1:]
+        self.output_key, self.next_state_keys = out_keys[0], out_keys[1:]
+        self.is_init_key = is_init_key
+        self.default_recurrent_mode = bool(default_recurrent_mode)
+
+    @property
+    def recurrent_mode(self) -> bool:
+        """Sequence mode inside ``set_recurrent_mode(True)``; else ``default_recurrent_mode``."""
+        mode = recurrent_mode()
+        return self.default_recurrent_mode if mode is None else mode
+
+    def make_tensordict_primer(
+        self, primer_class: type | None = None, spec_class: type | None = None
+    ) -> Any:
+        """The states an env must carry, zero at reset.
+
+        Without arguments, a :class:`RecurrentStatePrimer` (a ``{key: spec}``
+        mapping of duck-typed specs of shape ``[num_layers, hidden_size]``).
+        With ``primer_class`` and ``spec_class`` (e.g. rl_envs'
+        ``TensorDictPrimer`` and ``Unbounded``), the built transform.
+        """
+        p = next(self.rnn.parameters())
+        shape = torch.Size([self.rnn.num_layers, self.rnn.hidden_size])
+        desc = RecurrentStatePrimer(
+            {k: StateSpec(shape, p.dtype, p.device) for k in self.state_keys},
+            reset_key=self.is_init_key,
+        )
+        if primer_class is None and spec_class is None:
+            return desc
+        if primer_class is None or spec_class is None:
+            raise ValueError(
+                f"{type(self).__name__}.make_tensordict_primer: pass both primer_class and spec_class, or neither."
+            )
+        return desc.build(primer_class, spec_class)
+
+    def _missing_state_error(self, tensordict: TensorDictBase, why: str) -> RuntimeError:
+        present = sorted(map(str, tensordict.keys(True, True)))
+        return RuntimeError(
+            f"{type(self).__name__}: the input has no recurrent state {self.state_keys} {why} "
+            f"(it holds {present}). The env does not carry the policy's state from step to step, "
+            "so every step would silently restart from zeros. Fix: add the primer, e.g. "
+            "env.append_transform(module.make_tensordict_primer(TensorDictPrimer, Unbounded)), "
+            f"and an InitTracker transform writing {self.is_init_key!r}."
+        )
+
+    def _read_states(
+        self, tensordict: TensorDictBase, batch: torch.Size, first_is_init: torch.Tensor | None, why: str
+    ) -> States:
+        states = [tensordict.get(k, None) for k in self.state_keys]
+        if all(s is not None for s in states):
+            return tuple(states)
+        if first_is_init is None or not bool(first_is_init.all()):
+            raise self._missing_state_error(tensordict, why)
+        p = next(self.rnn.parameters())
+        zero = torch.zeros(
+            *batch, self.rnn.num_layers, self.rnn.hidden_size, dtype=p.dtype, device=p.device
+        )
+        return tuple(zero for _ in self.state_keys)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        who = type(self).__name__
+        check_in_keys(tensordict, [self.input_key], who)
+        x = tensordict.get(self.input_key)
+        is_init = tensordict.get(self.is_init_key, None)
+        if self.recurrent_mode:
+            return self._forward_sequence(tensordict, x, is_init)
+        return self._forward_step(tensordict, x, is_init)
+
+    def _forward_step(
+        self, tensordict: TensorDictBase, x: torch.Tensor, is_init: torch.Tensor | None
+    ) -> TensorDictBase:
+        batch = x.shape[:-1]
+        why = (
+            f"and {self.is_init_key!r} is absent"
+            if is_init is None
+            else f"although {self.is_init_key!r} is not all True (not every env just reset)"
+        )
+        states = self._read_states(tensordict, batch, is_init, why)
+        n = batch.numel()
+        h0 = tuple(s.reshape(n, *s.shape[-2:]).transpose(0, 1) for s in states)
+        if is_init is not None:
+            keep = ~is_init.reshape(1, n, 1)
+            h0 = tuple(h * keep for h in h0)
+        h0 = tuple(h.contiguous() for h in h0)
+        y, hn = self.rnn(x.reshape(n, 1, x.shape[-1]), h0 if len(h0) > 1 else h0[0])
+        hn = hn if isinstance(hn, tuple) else (hn,)
+        tensordict.set(self.output_key, y.reshape(*batch, y.shape[-1]))
+        for key, h in zip(self.next_state_keys, hn, strict=True):
+            tensordict.set(key, h.transpose(0, 1).reshape(*batch, *h.shape[::2]))
+        return tensordict
+
+    def _forward_sequence(
+        self, tensordict: TensorDictBase, x: torch.Tensor, is_init: torch.Tensor | None
+    ) -> TensorDictBase:
+        who = type(self).__name__
+        if is_init is None:
+            raise KeyError(
+                f"{who}: sequence mode needs {self.is_init_key!r} to know where trajectories "
+                "start inside the [*B, T] batch; add an InitTracker transform to the env (or "
+                "write the flag into your data)."
+            )
+        if x.ndim < 3:
+            raise ValueError(
+                f"{who}: sequence mode expects {self.input_key!r} of shape [*B, T, F], got "
+                f"{tuple(x.shape)}. Outside a loss, run it in step mode (no set_recurrent_mode(True))."
+            )
+        batch, t = x.shape[:-2], x.shape[-2]
+        n = batch.numel()
+        init = is_init.reshape(n, t)
+        states = self._read_states(
+            tensordict,
+            torch.Size([*batch, t]),
+            init[:, 0],
+            f"and {self.is_init_key!r} is not True at the first step of every sequence",
+        )
+        h0 = tuple(
+            (s.reshape(n, t, *s.shape[-2:])[:, 0] * ~init[:, 0, None, None]).transpose(0, 1).contiguous()
+            for s in states
+        )
+        y, hn, last = run_rnn_with_resets(self.rnn, x.reshape(n, t, x.shape[-1]), h0, init)
+        tensordict.set(self.output_key, y.reshape(*batch, t, y.shape[-1]))
+        for key, h in zip(self.next_state_keys, hn, strict=True):
+            full = h.new_zeros(n, t, h.shape[0], h.shape[2])
+            full = full.index_put((last[:, 0], last[:, 1]), h.transpose(0, 1))
+            tensordict.set(key, full.reshape(*batch, t, h.shape[0], h.shape[2]))
+        return tensordict
+
+
+def _check_rnn(rnn: nn.Module, who: str) -> None:
+    if not rnn.batch_first:
+        raise ValueError(f"{who}: the wrapped RNN must have batch_first=True.")
+    if rnn.bidirectional:
+        raise ValueError(f"{who}: bidirectional RNNs cannot run step by step; not supported.")
+    if getattr(rnn, "proj_size", 0):
+        raise ValueError(f"{who}: LSTMs with proj_size are not supported.")
+
+
+class LSTMModule(_RecurrentModule):
+    """An ``nn.LSTM`` reading/writing its hidden states ``h``, ``c`` as TensorDict keys.
+
+    In step mode (collectors) the input is ``[*B, F]`` and the states
+    ``[*B, num_layers, hidden]``; the states are zeroed where ``is_init`` is
+    ``True`` and the new ones written to ``("next", key)``. If the states are
+    absent, they start at zero only when ``is_init`` says every env just
+    reset; otherwise a ``RuntimeError`` says the env does not carry them.
+
+    In sequence mode (``set_recurrent_mode(True)``, losses) the input is
+    ``[*B, T, F]``; the state before step 0 is read from ``[..., 0]`` and the
+    state restarts from zero wherever ``is_init`` is ``True`` inside the
+    sequence: the outputs equal a step-by-step loop. Without resets inside
+    the sequence it is one ATen/cuDNN call; otherwise the segments between
+    resets are packed and run in one call. ``("next", key)`` holds the state
+    after the last step of each segment, at that step, and zeros elsewhere
+    (as TorchRL): the LSTM kernel exposes no intermediate cell states.
+
+    Args:
+        input_size: input features.
+        hidden_size: hidden units.
+        num_layers: stacked layers.
+        bias: use biases.
+        batch_first: must be ``True``.
+        dropout: dropout between layers.
+        bidirectional: must be ``False``.
+        in_key: the input key (the state keys default to
+            ``"recurrent_state_h"``, ``"recurrent_state_c"``).
+        in_keys: ``[input, h, c]`` instead of ``in_key``.
+        out_key: the output key (next states go to ``("next", h)``, ``("next", c)``).
+        out_keys: ``[output, next h, next c]`` instead of ``out_key``.
+        device: where the parameters live.
+        lstm: an existing ``nn.LSTM`` to wrap instead of building one.
+        default_recurrent_mode: mode outside any ``set_recurrent_mode`` block.
+        is_init_key: the trajectory-start flag.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_modules import set_recurrent_mode
+        >>> lstm = LSTMModule(input_size=3, hidden_size=8, in_key="obs", out_key="features")
+        >>> td = TensorDict(obs=torch.zeros(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4])
+        >>> lstm(td)["next", "recurrent_state_h"].shape
+        torch.Size([4, 1, 8])
+        >>> seq = TensorDict(obs=torch.zeros(4, 10, 3), is_init=torch.zeros(4, 10, 1, dtype=torch.bool),
+        ...                  recurrent_state_h=torch.zeros(4, 10, 1, 8), recurrent_state_c=torch.zeros(4, 10, 1, 8),
+        ...                  batch_size=[4, 10])
+        >>> with set_recurrent_mode(True):
+        ...     lstm(seq)["features"].shape
+        torch.Size([4, 10, 8])
+    """
+
+    _state_names = ("h", "c")
+    _default_state_keys = ("recurrent_state_h", "recurrent_state_c")
+
+    @property
+    def rnn(self) -> nn.LSTM:
+        return self.lstm
+
+    def __init__(
+        self,
+        input_size: int | None = None,
+        hidden_size: int | None = None,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        in_key: NestedKey | None = None,
+        in_keys: Sequence[NestedKey] | None = None,
+        out_key: NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | None = None,
+        device: torch.device | str | None = None,
+        lstm: nn.LSTM | None = None,
+        default_recurrent_mode: bool | None = None,
+        is_init_key: NestedKey = "is_init",
+    ) -> None:
+        super().__init__()
+        if lstm is None:
+            if input_size is None or hidden_size is None:
+                raise ValueError("LSTMModule: pass input_size and hidden_size, or lstm=.")
+            lstm = nn.LSTM(
+                input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                device=device,
+            )
+        _check_rnn(lstm, "LSTMModule")
+        self.lstm = lstm
+        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode)
+
+
+class GRUModule(_RecurrentModule):
+    """An ``nn.GRU`` reading/writing its hidden state ``h`` as a TensorDict key.
+
+    Same semantics as :class:`LSTMModule` with one state
+    (``"recurrent_state"`` by default).
+
+    Args:
+        input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional:
+            ``nn.GRU`` arguments.
+        in_key: the input key (the state key defaults to ``"recurrent_state"``).
+        in_keys: ``[input, h]`` instead of ``in_key``.
+        out_key: the output key (next state goes to ``("next", h)``).
+        out_keys: ``[output, next h]`` instead of ``out_key``.
+        device: where the parameters live.
+        gru: an existing ``nn.GRU`` to wrap.
+        default_recurrent_mode: mode outside any ``set_recurrent_mode`` block.
+        is_init_key: the trajectory-start flag.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> gru = GRUModule(input_size=3, hidden_size=8, in_key="obs", out_key="features")
+        >>> td = TensorDict(obs=torch.zeros(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4])
+        >>> gru(td)["next", "recurrent_state"].shape
+        torch.Size([4, 1, 8])
+    """
+
+    _state_names = ("h",)
+    _default_state_keys = ("recurrent_state",)
+
+    @property
+    def rnn(self) -> nn.GRU:
+        return self.gru
+
+    def __init__(
+        self,
+        input_size: int | None = None,
+        hidden_size: int | None = None,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        in_key: NestedKey | None = None,
+        in_keys: Sequence[NestedKey] | None = None,
+        out_key: NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | None = None,
+        device: torch.device | str | None = None,
+        gru: nn.GRU | None = None,
+        default_recurrent_mode: bool | None = None,
+        is_init_key: NestedKey = "is_init",
+    ) -> None:
+        super().__init__()
+        if gru is None:
+            if input_size is None or hidden_size is None:
+                raise ValueError("GRUModule: pass input_size and hidden_size, or gru=.")
+            gru = nn.GRU(
+                input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                device=device,
+            )
+        _check_rnn(gru, "GRUModule")
+        self.gru = gru
+        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode)
