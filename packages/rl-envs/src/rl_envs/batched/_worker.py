@@ -1,0 +1,162 @@
+"""The sub-env group (used in-process by SerialEnv) and the worker loop of ParallelEnv.
+
+A group owns ``k`` sub-envs and the rows ``first .. first + k - 1`` of the
+exchange buffers. It reads its inputs from views of ``buffers.inputs`` and
+writes its outputs into views of ``buffers.next`` / ``buffers.reset`` with
+``copy_``: nothing is allocated, stacked or pickled per step.
+
+Worker protocol (one duplex pipe per worker, one-byte commands, replies
+``b"k"`` or ``b"e" + traceback``): ``s`` step, ``r`` reset (the rows flagged in
+``inputs["_reset"]``), ``d<seed>`` seed sub-env ``j`` with ``seed + first + j``,
+``c`` close. A worker also exits when its parent process disappears.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_envs.batched._layout import Buffers, NestedKey
+
+_PARENT_POLL_S = 1.0
+
+
+class EnvGroup:
+    """``k`` sub-envs stepping into rows ``first:first + k`` of shared buffers."""
+
+    def __init__(self, envs: list[Any], buffers: Buffers, first: int) -> None:
+        self.envs = envs
+        self.first = first
+        self.buffers = buffers
+        rows = range(first, first + len(envs))
+        self.inputs = [buffers.inputs[i] for i in rows]
+        self.next_dst = [_dst(buffers.next, buffers.next_keys, i) for i in rows]
+        self.reset_dst = [_dst(buffers.reset, buffers.reset_keys, i) for i in rows]
+        self.reset_masks = [buffers.inputs.get("_reset")[i] for i in rows]
+
+    def step(self) -> None:
+        for env, td_in, dst in zip(self.envs, self.inputs, self.next_dst, strict=True):
+            out = env._step(td_in)
+            env._fill_missing_done(out, reset=False)
+            _copy_into(dst, out, type(env).__name__)
+
+    def reset(self) -> None:
+        for env, td_in, dst, mask in zip(
+            self.envs, self.inputs, self.reset_dst, self.reset_masks, strict=True
+        ):
+            if not bool(mask.any()):
+                continue
+            if env.batch_size and not bool(mask.all()):
+                out = env.reset(td_in.select("_reset"))
+            else:
+                out = env.reset()
+            _copy_into(dst, out, type(env).__name__, missing_ok=True)
+
+    def seed(self, seed: int | None, static_seed: bool) -> None:
+        for j, env in enumerate(self.envs):
+            if seed is None:
+                env.set_seed(None)
+            else:
+                env.set_seed(seed if static_seed else seed + self.first + j, static_seed=True)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _dst(buffer: TensorDictBase, keys: list[NestedKey], row: int) -> list[tuple[NestedKey, Any]]:
+    return [(key, buffer.get(key)[row]) for key in keys]
+
+
+def _copy_into(
+    dst: list[tuple[NestedKey, torch.Tensor]],
+    out: TensorDictBase,
+    owner: str,
+    missing_ok: bool = False,
+) -> None:
+    for key, view in dst:
+        value = out.get(key, None)
+        if value is None:
+            if missing_ok:
+                continue
+            raise KeyError(
+                f"{owner} did not write {key!r}, which its specs declare (wrote: "
+                f"{sorted(out.keys(True, True), key=str)})."
+            )
+        view.copy_(value)
+
+
+def build_group(
+    fns: list[Callable[..., Any]], kwargs: list[dict[str, Any]], buffers: Buffers, first: int
+) -> EnvGroup:
+    return EnvGroup([fn(**kw) for fn, kw in zip(fns, kwargs, strict=True)], buffers, first)
+
+
+def worker_loop(
+    conn: Any,
+    fns: Any,
+    kwargs: list[dict[str, Any]],
+    buffers: Buffers,
+    first: int,
+    parent_pid: int,
+    num_threads: int,
+) -> None:
+    """Runs in the worker process until ``c`` (close), a broken pipe or the parent's death."""
+    torch.set_num_threads(num_threads)
+    if isinstance(fns, bytes):
+        import cloudpickle
+
+        fns = cloudpickle.loads(fns)
+    group = None
+    try:
+        group = build_group(fns, kwargs, buffers, first)
+        conn.send_bytes(b"k")
+    except Exception:
+        _reply_error(conn, "building the sub-envs")
+        return
+    try:
+        while True:
+            if not conn.poll(_PARENT_POLL_S):
+                if os.getppid() != parent_pid:
+                    return  # orphaned: the parent is gone
+                continue
+            try:
+                cmd = conn.recv_bytes()
+            except (EOFError, OSError):
+                return
+            try:
+                op = cmd[:1]
+                if op == b"s":
+                    group.step()
+                elif op == b"r":
+                    group.reset()
+                elif op == b"d":
+                    arg = cmd[2:].decode()
+                    group.seed(None if arg == "None" else int(arg), cmd[1:2] == b"1")
+                elif op == b"c":
+                    conn.send_bytes(b"k")
+                    return
+                else:
+                    raise RuntimeError(f"unknown worker command {cmd!r}")
+                conn.send_bytes(b"k")
+            except Exception:
+                _reply_error(conn, {b"s": "step", b"r": "reset", b"d": "set_seed"}.get(cmd[:1], "?"))
+    finally:
+        if group is not None:
+            try:
+                group.close()
+            except Exception:  # closing is best effort in a dying worker
+                pass
+
+
+def _reply_error(conn: Any, what: str) -> None:
+    message = f"during {what} in worker pid {os.getpid()}:\n{traceback.format_exc()}"
+    try:
+        conn.send_bytes(b"e" + message.encode())
+    except (BrokenPipeError, OSError):
+        pass

@@ -1,0 +1,343 @@
+"""``ParallelEnv``: envs stepped in worker processes through shared memory."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+from tensordict import TensorDictBase
+
+from rl_envs.batched._layout import (
+    Buffers,
+    as_fn_list,
+    as_kwargs_list,
+    make_buffers,
+    read_meta,
+    set_batched_specs,
+    write_inputs,
+)
+from rl_envs.batched._worker import worker_loop
+from rl_envs.env_base import EnvBase
+
+__all__ = ["ParallelEnv"]
+
+_JOIN_TIMEOUT_S = 5.0
+
+
+class WorkerError(RuntimeError):
+    """A worker raised or died; the message holds its traceback or exit status."""
+
+
+class ParallelEnv(EnvBase):
+    """Envs stepped in ``num_workers`` processes, as one env of batch ``[N * k, *sub_batch]``.
+
+    Each worker builds ``envs_per_worker`` (``k``) sub-envs and steps them in
+    sequence; row ``i * k + j`` of the batch is sub-env ``j`` of worker ``i``.
+    Actions, observations, rewards and done flags travel through TensorDicts in
+    shared memory, allocated once: a step writes the actions (one ``copy_`` per
+    key), sends one byte to each worker, waits for one byte back and returns a
+    copy of the outputs. Nothing is pickled per step.
+
+    Workers start on first use (``reset``, ``step``, ``set_seed``) and are
+    stopped by ``close()`` (idempotent; also on garbage collection and at the
+    end of a ``with`` block). If a worker raises, the parent raises
+    :class:`WorkerError` with the worker's traceback; if a worker dies (e.g.
+    killed by a signal), the parent raises within a second instead of hanging.
+    Either way every worker is stopped and reaped first: no orphan, no zombie.
+
+    Lambdas and closures work with ``mp_start_method="fork"`` (the default
+    on Linux); with ``"spawn"`` the callables are sent with cloudpickle when it
+    is installed (wrap them in ``EnvCreator`` for clarity), otherwise they must
+    be picklable.
+
+    Args:
+        num_workers: number of processes.
+        create_env_fn: a callable returning an env, or one per worker.
+        create_env_kwargs: keyword arguments for it (a dict, or one per worker).
+        envs_per_worker: sub-envs built and stepped by each worker.
+        mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default:
+            ``"fork"`` where available, else ``"spawn"``).
+        num_threads: torch threads per worker (default 1).
+        device: must be the sub-envs' device (kept for TorchRL parity).
+        validate_actions: see :class:`~rl_envs.EnvBase`.
+
+    Example:
+        >>> from rl_envs import PendulumEnv, ParallelEnv
+        >>> with ParallelEnv(2, PendulumEnv, envs_per_worker=2) as env:
+        ...     env.set_seed(0)
+        ...     env.rollout(5).batch_size
+        4
+        torch.Size([4, 5])
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
+        create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        *,
+        envs_per_worker: int = 1,
+        mp_start_method: str | None = None,
+        num_threads: int = 1,
+        device: Any = None,
+        validate_actions: bool = True,
+    ) -> None:
+        if envs_per_worker < 1:
+            raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}.")
+        fns = as_fn_list(create_env_fn, num_workers)
+        kwargs = as_kwargs_list(create_env_kwargs, num_workers)
+        meta_source = fns[0]
+        meta = getattr(meta_source, "meta_data", None)
+        if isinstance(meta, dict):
+            from rl_envs.batched._layout import SubEnvMeta
+
+            meta = SubEnvMeta(
+                observation=meta["full_observation_spec"].clone(),
+                action=meta["full_action_spec"].clone(),
+                reward=meta["full_reward_spec"].clone(),
+                done=meta["full_done_spec"].clone(),
+                state=meta["full_state_spec"].clone(),
+                batch_size=torch.Size(meta["batch_size"]),
+                device=torch.device(meta["device"]),
+            )
+            if kwargs[0]:
+                meta = None  # the creator's meta data may not match these kwargs
+        if not hasattr(meta, "observation"):
+            probe = meta_source(**kwargs[0])
+            try:
+                meta = read_meta(probe)
+            finally:
+                probe.close()
+        if device is not None and str(device) != str(meta.device):
+            raise ValueError(
+                f"ParallelEnv(device={device!r}) but the sub-envs live on {meta.device}."
+            )
+        n = num_workers * envs_per_worker
+        super().__init__(
+            device=meta.device,
+            batch_size=(n, *meta.batch_size),
+            validate_actions=validate_actions,
+        )
+        if mp_start_method is None:
+            mp_start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        self.num_workers = num_workers
+        self.envs_per_worker = envs_per_worker
+        self.create_env_fn = fns
+        self.create_env_kwargs = kwargs
+        self.mp_start_method = mp_start_method
+        self.num_threads = num_threads
+        set_batched_specs(self, meta, n)
+        self._exchange: Buffers = make_buffers(self, shared=True)
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        self._closed = False
+        self._finalizer: Any = None
+
+    # ------------------------------------------------------------ lifecycle
+    @property
+    def is_started(self) -> bool:
+        return bool(self._procs)
+
+    def update_kwargs(self, kwargs: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Updates the sub-envs' keyword arguments; running workers are restarted on next use."""
+        updates = as_kwargs_list(kwargs, self.num_workers)
+        for current, update in zip(self.create_env_kwargs, updates, strict=True):
+            current.update(update)
+        if self.is_started:
+            _shutdown(self._procs, self._conns)
+            self._procs, self._conns = [], []
+
+    def _start(self) -> None:
+        if self._closed:
+            raise RuntimeError("ParallelEnv is closed: create a new one.")
+        ctx = mp.get_context(self.mp_start_method)
+        payloads = [self._payload(i) for i in range(self.num_workers)]
+        k = self.envs_per_worker
+        for i in range(self.num_workers):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=worker_loop,
+                args=(
+                    child_end,
+                    payloads[i],
+                    [self.create_env_kwargs[i]] * k,
+                    self._exchange,
+                    i * k,
+                    os.getpid(),
+                    self.num_threads,
+                ),
+                daemon=True,
+                name=f"ParallelEnv-worker-{i}",
+            )
+            proc.start()
+            child_end.close()  # the parent keeps only its end: a dead worker reads as EOF
+            self._procs.append(proc)
+            self._conns.append(parent_end)
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns)
+        self._wait_all("building the sub-envs")
+
+    def _payload(self, i: int) -> Any:
+        fns = [self.create_env_fn[i]] * self.envs_per_worker
+        if self.mp_start_method == "fork":
+            return fns
+        try:
+            pickle.dumps(fns)
+            return fns
+        except Exception as exc:
+            try:
+                import cloudpickle
+            except ImportError:
+                raise TypeError(
+                    f"ParallelEnv(mp_start_method={self.mp_start_method!r}) must pickle "
+                    f"create_env_fn ({exc}); install cloudpickle, use a module-level function, "
+                    "or use mp_start_method='fork'."
+                ) from exc
+            return cloudpickle.dumps(fns)
+
+    def _ensure_started(self) -> None:
+        if not self._procs:
+            self._start()
+
+    def close(self) -> None:
+        """Stops and reaps every worker; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._finalizer is not None:
+            self._finalizer()
+        else:
+            _shutdown(self._procs, self._conns)
+        self._procs, self._conns = [], []
+
+    def __enter__(self) -> ParallelEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- protocol
+    def _send_all(self, cmd: bytes, workers: Sequence[int] | None = None) -> list[int]:
+        targets = list(range(self.num_workers)) if workers is None else list(workers)
+        for i in targets:
+            try:
+                self._conns[i].send_bytes(cmd)
+            except (BrokenPipeError, OSError):
+                self._fail(i, "sending a command")
+        return targets
+
+    def _wait_all(self, what: str, workers: Sequence[int] | None = None) -> None:
+        targets = list(range(self.num_workers)) if workers is None else workers
+        errors = []
+        for i in targets:
+            try:
+                reply = self._conns[i].recv_bytes()
+            except (EOFError, OSError):
+                self._fail(i, what)
+            if reply[:1] == b"e":
+                errors.append(reply[1:].decode(errors="replace"))
+        if errors:
+            self._abort()
+            raise WorkerError(
+                f"ParallelEnv: {len(errors)} worker(s) raised {what}; the env is closed. "
+                f"First worker traceback:\n{errors[0]}"
+            )
+
+    def _fail(self, i: int, what: str) -> None:
+        proc = self._procs[i]
+        proc.join(timeout=1.0)
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                status = f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                status = f"was killed by signal {-code}"
+        elif code is not None:
+            status = f"exited with code {code}"
+        else:
+            status = "closed its pipe"
+        pid = proc.pid
+        self._abort()
+        raise WorkerError(
+            f"ParallelEnv worker {i} (pid {pid}) {status} while {what}; the env is closed. "
+            "Check the sub-env for crashes (segfault, out of memory) and create a new ParallelEnv."
+        )
+
+    def _abort(self) -> None:
+        self._closed = True
+        if self._finalizer is not None:
+            self._finalizer()
+        else:
+            _shutdown(self._procs, self._conns)
+        self._procs, self._conns = [], []
+
+    def _run(self, cmd: bytes, what: str, workers: Sequence[int] | None = None) -> None:
+        if self._closed:
+            raise RuntimeError("ParallelEnv is closed: create a new one.")
+        self._ensure_started()
+        targets = self._send_all(cmd, workers)
+        self._wait_all(what, targets)
+
+    # ----------------------------------------------------------------- hooks
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        mask = tensordict.get("_reset", None) if tensordict is not None else None
+        reset_buf = self._exchange.inputs.get("_reset")
+        if mask is None:
+            reset_buf.fill_(True)
+            workers = None
+        else:
+            reset_buf.copy_(mask.reshape(reset_buf.shape))
+            per_worker = reset_buf.reshape(self.num_workers, -1).any(-1)
+            workers = per_worker.nonzero().flatten().tolist()
+        if workers is None or workers:
+            self._run(b"r", "reset", workers)
+        return self._exchange.reset.clone()
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        write_inputs(self._exchange, tensordict, "ParallelEnv")
+        self._run(b"s", "step")
+        return self._exchange.next.clone()
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.set_seed(seed)
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seeds sub-env ``r`` (row ``r`` of the batch) with ``seed + r``.
+
+        Returns:
+            The seed for the next env: ``seed + batch_size[0]`` (``seed`` if static).
+        """
+        flag = b"1" if static_seed else b"0"
+        self._run(b"d" + flag + str(seed).encode(), "set_seed")
+        if seed is None or static_seed:
+            return seed
+        return seed + self.batch_size[0]
+
+
+def _shutdown(procs: list[Any], conns: list[Any]) -> None:
+    """Asks workers to stop, then terminates / kills the stubborn ones, and reaps all."""
+    for conn in conns:
+        try:
+            conn.send_bytes(b"c")
+        except (BrokenPipeError, OSError):
+            pass
+    for proc in procs:
+        proc.join(timeout=_JOIN_TIMEOUT_S)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=_JOIN_TIMEOUT_S)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    for conn in conns:
+        try:
+            conn.close()
+        except OSError:
+            pass
+    procs.clear()
+    conns.clear()

@@ -1,0 +1,141 @@
+"""``SerialEnv``: several envs stepped one after the other in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tensordict import TensorDictBase
+
+from rl_envs.batched._layout import (
+    Buffers,
+    as_fn_list,
+    as_kwargs_list,
+    make_buffers,
+    read_meta,
+    set_batched_specs,
+    write_inputs,
+)
+from rl_envs.batched._worker import EnvGroup
+from rl_envs.env_base import EnvBase
+
+__all__ = ["SerialEnv"]
+
+
+class SerialEnv(EnvBase):
+    """``num_workers`` copies of an env stepped in sequence, as one env of batch ``[N]``.
+
+    The batch is ``[num_workers, *sub_batch]``. Inputs and outputs go through
+    preallocated buffers (see ``rl_envs.batched._layout``); ``step`` returns a
+    fresh copy of the outputs. Partial resets (``"_reset"``) reset only the
+    flagged sub-envs, so ``step_and_maybe_reset`` and ``rollout(...,
+    break_when_any_done=False)`` keep every sub-env going with its own episodes.
+    Sub-env ``i`` is seeded with ``seed + i``.
+
+    Args:
+        num_workers: number of sub-envs.
+        create_env_fn: a callable returning an env, or one per sub-env.
+        create_env_kwargs: keyword arguments for it (a dict, or one per sub-env).
+        device: must be the sub-envs' device (kept for TorchRL parity).
+        validate_actions: see :class:`~rl_envs.EnvBase`.
+
+    Example:
+        >>> from rl_envs import PendulumEnv, SerialEnv
+        >>> with SerialEnv(3, PendulumEnv) as env:
+        ...     env.rollout(5).batch_size
+        torch.Size([3, 5])
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
+        create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        *,
+        device: Any = None,
+        validate_actions: bool = True,
+    ) -> None:
+        fns = as_fn_list(create_env_fn, num_workers)
+        kwargs = as_kwargs_list(create_env_kwargs, num_workers)
+        envs = [fn(**kw) for fn, kw in zip(fns, kwargs, strict=True)]
+        meta = read_meta(envs[0])
+        if device is not None and str(device) != str(meta.device):
+            raise ValueError(
+                f"SerialEnv(device={device!r}) but the sub-envs live on {meta.device}: "
+                "create the sub-envs on the device you want."
+            )
+        super().__init__(
+            device=meta.device,
+            batch_size=(num_workers, *meta.batch_size),
+            validate_actions=validate_actions,
+        )
+        self.num_workers = num_workers
+        self.create_env_fn = fns
+        self.create_env_kwargs = kwargs
+        set_batched_specs(self, meta, num_workers)
+        self._exchange: Buffers = make_buffers(self, shared=False)
+        self._group = EnvGroup(envs, self._exchange, 0)
+        self._closed = False
+
+    @property
+    def envs(self) -> list[EnvBase]:
+        """The sub-envs."""
+        return self._group.envs
+
+    def update_kwargs(self, kwargs: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Rebuilds the sub-envs with updated keyword arguments (specs must not change)."""
+        updates = as_kwargs_list(kwargs, self.num_workers)
+        for current, update in zip(self.create_env_kwargs, updates, strict=True):
+            current.update(update)
+        self._group.close()
+        envs = [fn(**kw) for fn, kw in zip(self.create_env_fn, self.create_env_kwargs, strict=True)]
+        self._group = EnvGroup(envs, self._exchange, 0)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("SerialEnv is closed: create a new one.")
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        self._check_open()
+        mask = tensordict.get("_reset", None) if tensordict is not None else None
+        reset_buf = self._exchange.inputs.get("_reset")
+        if mask is None:
+            reset_buf.fill_(True)
+        else:
+            reset_buf.copy_(mask.reshape(reset_buf.shape))
+        self._group.reset()
+        return self._exchange.reset.clone()
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._check_open()
+        write_inputs(self._exchange, tensordict, "SerialEnv")
+        self._group.step()
+        return self._exchange.next.clone()
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._check_open()
+        self._group.seed(seed, static_seed=False)
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seeds sub-env ``i`` with ``seed + i`` (``seed`` for all with ``static_seed``).
+
+        Returns:
+            The seed for the next env: ``seed + num_workers`` (``seed`` if static).
+        """
+        self._check_open()
+        self._group.seed(seed, static_seed)
+        if seed is None or static_seed:
+            return seed
+        return seed + self.num_workers
+
+    def close(self) -> None:
+        """Closes the sub-envs; calling it again does nothing."""
+        if not self._closed:
+            self._closed = True
+            self._group.close()
+
+    def __enter__(self) -> SerialEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
