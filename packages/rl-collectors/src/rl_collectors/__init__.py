@@ -3,7 +3,14 @@
 from importlib.metadata import version as _version
 
 from rl_collectors._batching import BatchTimings
+from rl_collectors._multi_base import WorkerError
 from rl_collectors.collector import Collector, SyncDataCollector
+from rl_collectors.multi_async import (
+    MultiaSyncDataCollector,
+    MultiAsyncCollector,
+    MultiAsyncDataCollector,
+)
+from rl_collectors.multi_sync import MultiSyncCollector, MultiSyncDataCollector
 from rl_collectors.split import split_trajectories
 
 __version__ = _version("rl-collectors")
@@ -11,7 +18,13 @@ __version__ = _version("rl-collectors")
 __all__ = [
     "BatchTimings",
     "Collector",
+    "MultiAsyncCollector",
+    "MultiAsyncDataCollector",
+    "MultiSyncCollector",
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
     "SyncDataCollector",
+    "WorkerError",
     "__version__",
     "split_trajectories",
 ]

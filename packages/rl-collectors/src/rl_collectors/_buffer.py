@@ -27,7 +27,8 @@ class StepBuffer:
     Args:
         template: the first transition (root + ``"next"``), batch shape ``B``.
         steps: ``T``, the number of steps the buffer holds.
-        extra: leaves the collector adds (e.g. trajectory ids), name -> (dtype, trailing shape).
+        extra: leaves the collector adds, key -> (dtype, trailing shape). Those listed in
+            ``stepwise`` are written at every step by :meth:`write`, the others filled at once.
         device: where the buffer lives (the storing device).
         shared: put the buffer in shared memory (multiprocess workers).
     """
@@ -39,6 +40,7 @@ class StepBuffer:
         extra: dict[NestedKey, tuple[torch.dtype, tuple[int, ...]]],
         device: torch.device,
         shared: bool = False,
+        stepwise: tuple[NestedKey, ...] = (),
     ) -> None:
         batch = tuple(template.batch_size)
         self.batch_dims = len(batch)
@@ -54,8 +56,7 @@ class StepBuffer:
         self.data = TensorDict(leaves, batch_size=[*batch, steps], device=device)
         if shared:
             self.data.share_memory_()
-        self.extra_keys = list(extra)
-        tensors = [self.data.get(key) for key in (*self.keys, *self.extra_keys)]
+        tensors = [self.data.get(key) for key in (*self.keys, *stepwise)]
         self._views = [[t.select(self.batch_dims, step) for t in tensors] for step in range(steps)]
         self.steps = steps
 
@@ -69,7 +70,7 @@ class StepBuffer:
         )
 
     def write(self, step: int, transition: TensorDictBase, extra: list[torch.Tensor]) -> None:
-        """Copy ``transition`` (and the ``extra`` leaves, in order) into step ``step``."""
+        """Copy ``transition`` (and the ``stepwise`` extra leaves, in order) into step ``step``."""
         try:
             sources = [transition.get(key) for key in self.keys]
         except KeyError as err:

@@ -306,7 +306,12 @@ class Collector:
         if self.track_policy_version:
             extra[POLICY_VERSION_KEY] = (torch.int64, ())
         self._buffer = StepBuffer(
-            transition, self._steps_per_batch, extra, self.storing_device, shared=self._shared_buffer
+            transition,
+            self._steps_per_batch,
+            extra,
+            self.storing_device,
+            shared=self._shared_buffer,
+            stepwise=(TRAJ_IDS_KEY,),
         )
         self._buffer_generation += 1
 

@@ -1,0 +1,391 @@
+"""Worker processes shared by ``MultiSyncCollector`` and ``MultiAsyncCollector``.
+
+Each worker builds its env (from a picklable constructor) and its own
+``Collector`` writing into a shared-memory buffer; the parent sends small
+commands over a pipe and reads the buffers in place. Weights go through
+:class:`~rl_collectors._weights.SharedWeights`. A worker that raises sends its
+traceback; a worker that dies is seen through its process sentinel. Either
+way the parent stops every worker and raises: no hang, no orphan.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import time
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import wait
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+from tensordict import TensorDictBase
+from tensordict.nn import InteractionType
+from torch import nn
+
+from rl_collectors._batching import BatchTimings, check_options
+from rl_collectors._policy import resolve_exploration_type
+from rl_collectors._weights import SharedWeights
+from rl_collectors._worker import WorkerSpec, worker_main
+
+DeviceLike = torch.device | str | int | None
+_PRELOAD = ["torch", "tensordict", "rl_collectors._worker"]
+
+
+def _context(start_method: str | None) -> Any:
+    """``forkserver`` (with torch and tensordict preloaded, so workers start in milliseconds)
+    where the platform has it, else ``spawn``; or the method asked for."""
+    methods = mp.get_all_start_methods()
+    method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
+    if method not in methods:
+        raise ValueError(f"mp_start_method={method!r} is not available here; choose from {methods}.")
+    context = mp.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+class WorkerError(RuntimeError):
+    """A collector worker raised or died; the message holds its traceback or exit code."""
+
+
+class _MultiCollectorBase:
+    """Process management, weight sync, checkpointing and lifecycle for multiprocess collectors."""
+
+    def __init__(
+        self,
+        create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
+        policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        *,
+        num_workers: int | None = None,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device: DeviceLike = None,
+        storing_device: DeviceLike = None,
+        policy_device: DeviceLike = None,
+        env_device: DeviceLike = None,
+        create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        split_trajs: bool = False,
+        exploration_type: InteractionType | str = InteractionType.RANDOM,
+        replay_buffer: Any | None = None,
+        flatten: bool = False,
+        progress_bar: bool = False,
+        mp_start_method: str | None = None,
+        num_sub_threads: int = 1,
+    ) -> None:
+        check_options(split_trajs, flatten)
+        self._closed = True  # until the workers exist
+        env_fns = list(create_env_fn) if isinstance(create_env_fn, Sequence) else None
+        if env_fns is None:
+            if num_workers is None:
+                raise ValueError(
+                    "pass a list of env constructors (one per worker) or one constructor and num_workers."
+                )
+            env_fns = [create_env_fn] * num_workers
+        elif num_workers is not None and num_workers != len(env_fns):
+            raise ValueError(f"num_workers={num_workers} but {len(env_fns)} env constructors were given.")
+        if not env_fns:
+            raise ValueError("a multiprocess collector needs at least one worker.")
+        for fn in env_fns:
+            if not callable(fn) or (hasattr(fn, "step") and hasattr(fn, "reset")):
+                raise TypeError(
+                    "each worker builds its own env: pass a picklable constructor (a class, a "
+                    f"function, functools.partial, EnvCreator), not {type(fn).__name__} instances."
+                )
+        if isinstance(create_env_kwargs, Sequence):
+            env_kwargs = [dict(k) for k in create_env_kwargs]
+        else:
+            env_kwargs = [dict(create_env_kwargs or {}) for _ in env_fns]
+        if len(env_kwargs) != len(env_fns):
+            raise ValueError(f"{len(env_kwargs)} create_env_kwargs for {len(env_fns)} workers.")
+        self.num_workers = len(env_fns)
+        self.frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.postproc = postproc
+        self.split_trajs = split_trajs
+        self.flatten = flatten
+        self.replay_buffer = replay_buffer
+        self.progress_bar = progress_bar
+        self.policy = policy
+        self.storing_device = torch.device(storing_device or device or "cpu")
+        self._frames = 0
+        self._iter = 0
+        self._iterator: Iterator[TensorDictBase | None] | None = None
+        self.last_timings: BatchTimings | None = None
+        self.worker_timings: list[BatchTimings | None] = [None] * self.num_workers
+
+        self._context = _context(mp_start_method)
+        self._weights = SharedWeights(policy, self._context) if isinstance(policy, nn.Module) else None
+        policy_bytes = pickle.dumps(policy) if policy is not None else None
+        worker_random = math.ceil((init_random_frames or 0) / self.num_workers)
+        collector_kwargs = {
+            "device": device,
+            "policy_device": policy_device,
+            "env_device": env_device,
+            "max_frames_per_traj": max_frames_per_traj,
+            "init_random_frames": worker_random,
+            "reset_at_each_iter": reset_at_each_iter,
+            "exploration_type": resolve_exploration_type(exploration_type),
+            "storing_device": "cpu",
+        }
+        self._conns: list[Any] = []
+        self._procs: list[Any] = []
+        self._stops: list[Any] = []
+        self._buffers: list[TensorDictBase | None] = [None] * self.num_workers
+        self._closed = False
+        for index, (fn, kwargs) in enumerate(zip(env_fns, env_kwargs, strict=True)):
+            spec = WorkerSpec(
+                index=index,
+                num_workers=self.num_workers,
+                create_env_fn=fn,
+                create_env_kwargs=kwargs,
+                policy_bytes=policy_bytes,
+                frames_per_batch=self._worker_frames_per_batch(),
+                collector_kwargs=collector_kwargs,
+                num_threads=num_sub_threads,
+            )
+            parent_end, child_end = self._context.Pipe()
+            stop = self._context.RawValue("b", 0)
+            proc = self._context.Process(
+                target=worker_main,
+                args=(spec, child_end, self._weights, stop),
+                name=f"rl-collectors-worker-{index}",
+                daemon=True,
+            )
+            try:
+                proc.start()
+            except BaseException:
+                self.shutdown()
+                raise
+            child_end.close()
+            self._conns.append(parent_end)
+            self._procs.append(proc)
+            self._stops.append(stop)
+        sizes = {}
+        for _ in range(self.num_workers):
+            index, message = self._receive(set(range(self.num_workers)) - set(sizes))
+            sizes[index] = torch.Size(message[1])
+        if len(set(sizes.values())) != 1:
+            self.shutdown()
+            raise ValueError(
+                f"the workers' envs have different batch sizes {dict(sorted(sizes.items()))}; "
+                "batches are stacked across workers, so every env must have the same batch_size."
+            )
+        self.env_batch_size = sizes[0]
+        self._env_numel = self.env_batch_size.numel()
+        try:
+            self._check_frames()
+        except ValueError:
+            self.shutdown()
+            raise
+
+    # -- hooks for the subclasses -----------------------------------------------------------
+    def _worker_frames_per_batch(self) -> int:
+        raise NotImplementedError
+
+    def _check_frames(self) -> None:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        raise NotImplementedError
+
+    # -- messaging --------------------------------------------------------------------------
+    def _send(self, index: int, command: str, argument: Any = None) -> None:
+        try:
+            self._conns[index].send((command, argument))
+        except (BrokenPipeError, OSError):
+            self._fail(index, None)
+
+    def _receive(self, pending: set[int]) -> tuple[int, tuple[Any, ...]]:
+        """Wait for the next message of a worker in ``pending``; raise if any worker fails."""
+        if self._closed:
+            raise RuntimeError("this collector was shut down; create a new one.")
+        by_conn = {id(self._conns[i]): i for i in pending}
+        by_sentinel = {p.sentinel: i for i, p in enumerate(self._procs)}
+        while True:
+            ready = wait([self._conns[i] for i in pending] + list(by_sentinel))
+            for obj in ready:
+                if id(obj) in by_conn:
+                    index = by_conn[id(obj)]
+                    try:
+                        message = obj.recv()
+                    except (EOFError, OSError):
+                        self._fail(index, None)
+                    if message[0] == "error":
+                        self._fail(index, message[1])
+                    return index, message
+            for obj in ready:
+                if obj in by_sentinel:
+                    index = by_sentinel[obj]
+                    conn = self._conns[index]
+                    if conn.poll():
+                        try:
+                            message = conn.recv()
+                        except (EOFError, OSError):
+                            message = ("exit", None)
+                        if message[0] == "error":
+                            self._fail(index, message[1])
+                    self._fail(index, None)
+
+    def _fail(self, index: int, worker_traceback: str | None) -> None:
+        proc = self._procs[index]
+        proc.join(1.0)
+        exitcode = proc.exitcode
+        self.shutdown()
+        if worker_traceback is not None:
+            raise WorkerError(f"collector worker {index} raised:\n{worker_traceback}")
+        raise WorkerError(
+            f"collector worker {index} died (exit code {exitcode}) without a traceback: "
+            "a crash in native code, os._exit or a kill. Run its env and policy in a plain "
+            "Collector to see the error."
+        )
+
+    def _take_batch(self, index: int, message: tuple[Any, ...]) -> int:
+        """Record the worker's buffer (if new) and timings; returns the steps it wrote."""
+        _, buffer, written, timings = message
+        if buffer is not None:
+            self._buffers[index] = buffer
+        self.worker_timings[index] = timings
+        return int(written)
+
+    # -- weights ----------------------------------------------------------------------------
+    @property
+    def policy_version(self) -> int:
+        """The version of the weights the workers will use for their next batch."""
+        return 0 if self._weights is None else self._weights.version
+
+    def update_policy_weights_(self, policy_or_weights: Any | None = None) -> None:
+        """Copy the trainer's weights into shared memory (in place) and bump the version.
+
+        Every worker picks them up at the start of its next batch; each batch records
+        the version that produced it in ``("collector", "policy_version")``.
+
+        Args:
+            policy_or_weights: a module, a TensorDict of weights or a state_dict. ``None``:
+                the policy given at construction (which the trainer optimises).
+        """
+        if self._weights is None:
+            return
+        self._weights.push(self.policy if policy_or_weights is None else policy_or_weights)
+
+    # -- iteration helpers ------------------------------------------------------------------
+    def next(self) -> TensorDictBase | None:
+        """The next batch (``None`` once ``total_frames`` are collected)."""
+        if self._iterator is None:
+            self._iterator = iter(self)
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            return None
+
+    def __len__(self) -> int:
+        if self.total_frames < 0:
+            raise TypeError("an endless collector (total_frames=-1) has no length.")
+        return -(-self.total_frames // self.frames_per_batch)
+
+    @property
+    def frames(self) -> int:
+        """Frames handed out so far."""
+        return self._frames
+
+    def _timings(self, indices: Sequence[int], frames: int, started: float) -> BatchTimings:
+        worker = [self.worker_timings[i] for i in indices if self.worker_timings[i] is not None]
+        return BatchTimings(
+            frames=frames,
+            env_s=max((t.env_s for t in worker), default=0.0),
+            policy_s=max((t.policy_s for t in worker), default=0.0),
+            total_s=time.perf_counter() - started,
+        )
+
+    # -- checkpointing ----------------------------------------------------------------------
+    def _idle_check(self) -> None:
+        """Subclasses with batches in flight override this to refuse mid-flight checkpoints."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters, the weights and every worker's collector state."""
+        self._idle_check()
+        workers = []
+        for index in range(self.num_workers):
+            self._send(index, "state_dict")
+            _, message = self._receive({index})
+            workers.append(message[1])
+        state: dict[str, Any] = {
+            "frames": self._frames,
+            "iter": self._iter,
+            "policy_version": self.policy_version,
+            "workers": workers,
+        }
+        if isinstance(self.policy, nn.Module):
+            state["policy_state_dict"] = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume: frame accounting, trajectory ids and weights continue where they were."""
+        self._idle_check()
+        workers = state_dict.get("workers")
+        if workers is None or len(workers) != self.num_workers:
+            raise ValueError(
+                f"load_state_dict: expected the states of {self.num_workers} workers under 'workers', "
+                f"got {None if workers is None else len(workers)}."
+            )
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
+        for index, worker_state in enumerate(workers):
+            self._send(index, "load_state_dict", worker_state)
+            self._receive({index})
+        if "policy_state_dict" in state_dict and isinstance(self.policy, nn.Module):
+            self.policy.load_state_dict(state_dict["policy_state_dict"])
+            self.update_policy_weights_()
+        self._iterator = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every worker (asking first, then terminating); safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for stop in self._stops:
+            stop.value = 1
+        for conn, proc in zip(self._conns, self._procs, strict=False):
+            if proc.is_alive():
+                try:
+                    conn.send(("close", None))
+                except (BrokenPipeError, OSError):
+                    pass
+        deadline = time.monotonic() + timeout
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
+        for proc in self._procs:
+            proc.close()
+        self._buffers = [None] * self.num_workers
+
+    def __enter__(self) -> _MultiCollectorBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown(timeout=1.0)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, env_batch_size="
+            f"{tuple(getattr(self, 'env_batch_size', ()))}, frames_per_batch={self.frames_per_batch}, "
+            f"total_frames={self.total_frames}, frames={self._frames})"
+        )

@@ -1,0 +1,64 @@
+"""Versioned policy weights in shared memory: the trainer pushes in place, workers pull.
+
+No module is pickled per update: the parameters live in one shared-memory
+TensorDict created once; an update copies into it under a lock and bumps a
+shared version counter. A worker compares the counter with the version it
+holds at the start of each batch and copies the weights into its own policy
+only when they changed, so a batch is always produced by one version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+
+from rl_collectors._policy import load_weights_, module_weights
+
+
+class SharedWeights:
+    """Shared-memory copy of a policy's parameters and buffers, plus a version counter.
+
+    Args:
+        policy: the trainer's module; its weights are the initial content (version 0).
+        context: the multiprocessing context the workers are started with.
+
+    Examples:
+        >>> import torch.multiprocessing as mp
+        >>> from torch import nn
+        >>> net = nn.Linear(2, 1)
+        >>> shared = SharedWeights(net, mp.get_context("spawn"))
+        >>> shared.push(net)
+        1
+    """
+
+    def __init__(self, policy: nn.Module, context: Any) -> None:
+        self.weights: TensorDictBase = module_weights(policy).clone().share_memory_()
+        self._version = context.Value("q", 0)
+
+    @property
+    def version(self) -> int:
+        """The version of the weights now in shared memory."""
+        return int(self._version.value)
+
+    def push(self, source: Any) -> int:
+        """Copy ``source`` (module, TensorDict of weights, state_dict) in; returns the new version."""
+        if isinstance(source, nn.Module):
+            source = module_weights(source)
+        with self._version.get_lock():
+            if isinstance(source, TensorDictBase):
+                self.weights.update_(source)
+            else:
+                # A state_dict: route it through a module-shaped TensorDict of the same keys.
+                self.weights.update_(TensorDict(dict(source), batch_size=[]).unflatten_keys("."))
+            self._version.value += 1
+            return int(self._version.value)
+
+    def pull(self, policy: nn.Module, held_version: int) -> int:
+        """Copy the weights into ``policy`` if they are newer than ``held_version``; returns the version held."""
+        if self._version.value == held_version:
+            return held_version
+        with self._version.get_lock():
+            load_weights_(policy, self.weights)
+            return int(self._version.value)

@@ -1,0 +1,95 @@
+"""The loop a multiprocess collector worker runs: its own env and ``Collector``, shared buffers."""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rl_collectors._weights import SharedWeights
+from rl_collectors.collector import Collector
+
+
+@dataclass
+class WorkerSpec:
+    """What a worker needs to build its collector (pickled once, at start)."""
+
+    index: int
+    num_workers: int
+    create_env_fn: Any
+    create_env_kwargs: dict[str, Any]
+    policy_bytes: bytes | None
+    frames_per_batch: int
+    collector_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_threads: int = 1
+
+
+def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
+    """The worker's own ``Collector``: endless, disjoint trajectory ids, version tracking."""
+    policy = pickle.loads(spec.policy_bytes) if spec.policy_bytes is not None else None
+    collector = Collector(
+        spec.create_env_fn,
+        policy,
+        frames_per_batch=spec.frames_per_batch,
+        total_frames=-1,
+        create_env_kwargs=spec.create_env_kwargs,
+        return_same_td=True,
+        track_policy_version=True,
+        **spec.collector_kwargs,
+    )
+    collector._configure_worker(spec.index, spec.num_workers, shared_buffer)
+    return collector
+
+
+def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop: Any) -> None:
+    """Serve ``("collect", steps)``, ``("state_dict", None)``, ``("load_state_dict", sd)``, ``("close", None)``.
+
+    Replies ``("ready", batch_size)`` once, then ``("batch", buffer_or_None, steps_written, timings)``
+    per collect (the shared buffer is sent only when it is new). Any exception is sent back as
+    ``("error", traceback)`` before the process exits; a closed pipe (parent gone) ends it quietly.
+    """
+    torch.set_num_threads(spec.num_threads)
+    collector: Collector | None = None
+    try:
+        collector = build_worker_collector(spec, shared_buffer=True)
+        conn.send(("ready", tuple(collector.batch_size)))
+        held_version = 0
+        sent_generation = 0
+        while True:
+            command, argument = conn.recv()
+            if command == "collect":
+                if weights is not None and collector.policy is not None:
+                    held_version = weights.pull(collector.policy, held_version)
+                collector.policy_version = held_version
+                written = collector._collect(argument, should_stop=lambda: stop.value != 0)
+                buffer = None
+                if collector._buffer_generation != sent_generation:
+                    buffer = collector._buffer.data
+                    sent_generation = collector._buffer_generation
+                conn.send(("batch", buffer, written, collector.last_timings))
+            elif command == "state_dict":
+                conn.send(("state", collector.state_dict()))
+            elif command == "load_state_dict":
+                collector.load_state_dict(argument)
+                conn.send(("ok", None))
+            elif command == "close":
+                break
+            else:
+                raise ValueError(f"worker {spec.index}: unknown command {command!r}")
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass
+    except BaseException:
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except (OSError, EOFError):
+            pass
+    finally:
+        if collector is not None:
+            try:
+                collector.shutdown()
+            except Exception:
+                pass
+        conn.close()

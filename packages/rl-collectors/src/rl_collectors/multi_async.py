@@ -1,0 +1,102 @@
+"""``MultiAsyncCollector``: N worker processes collect continuously; whichever is ready is yielded."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from tensordict import TensorDictBase
+
+from rl_collectors._batching import check_frames, finish_batch, frames_for_next_batch, make_progress_bar
+from rl_collectors._multi_base import _MultiCollectorBase
+
+
+class MultiAsyncCollector(_MultiCollectorBase):
+    """Collect with N worker processes that never wait for each other.
+
+    Every worker collects ``frames_per_batch`` frames, hands its batch over through
+    shared memory and starts the next one at once; iteration yields the batch of
+    whichever worker finished first, of shape ``[*env.batch_size, T]``. A batch may
+    come from weights older than the latest update: ``("collector",
+    "policy_version")`` says which (off-policy algorithms use this collector).
+    Arguments are those of :class:`~rl_collectors.MultiSyncCollector` except
+    ``preemptive_threshold``; ``frames_per_batch`` is per yielded batch.
+
+    Examples:
+        >>> collector = MultiAsyncCollector(make_env, policy, num_workers=2,
+        ...                                 frames_per_batch=100, total_frames=1000)  # doctest: +SKIP
+        >>> for batch in collector:  # doctest: +SKIP
+        ...     print(batch["collector", "policy_version"].max())
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if "preemptive_threshold" in kwargs:
+            raise TypeError(
+                "preemptive_threshold applies to MultiSyncCollector only: an async collector "
+                "never waits for slow workers."
+            )
+        self._in_flight: dict[int, int] = {}
+        super().__init__(*args, **kwargs)
+
+    def _worker_frames_per_batch(self) -> int:
+        return self.frames_per_batch
+
+    def _check_frames(self) -> None:
+        check_frames(
+            self.frames_per_batch,
+            self.total_frames,
+            self._env_numel,
+            f"env batch size {tuple(self.env_batch_size)}",
+        )
+
+    def _idle_check(self) -> None:
+        if self._in_flight:
+            raise RuntimeError(
+                f"workers {sorted(self._in_flight)} are collecting; checkpoint an async collector "
+                "once its iteration has finished (or before it starts)."
+            )
+
+    def _dispatch(self, index: int) -> None:
+        scheduled = self._frames + sum(self._in_flight.values())
+        frames = frames_for_next_batch(self.frames_per_batch, self.total_frames, scheduled)
+        if frames:
+            self._stops[index].value = 0
+            self._send(index, "collect", frames // self._env_numel)
+            self._in_flight[index] = frames
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
+        try:
+            for index in range(self.num_workers):
+                if index not in self._in_flight:
+                    self._dispatch(index)
+            while self._in_flight:
+                started = time.perf_counter()
+                index, message = self._receive(set(self._in_flight))
+                del self._in_flight[index]
+                written = self._take_batch(index, message)
+                batch = self._buffers[index][..., :written].clone()
+                collected = written * self._env_numel
+                self._frames += collected
+                self._dispatch(index)
+                if batch.device != self.storing_device:
+                    batch = batch.to(self.storing_device)
+                self._iter += 1
+                self.last_timings = self._timings([index], collected, started)
+                if bar is not None:
+                    bar.update(collected)
+                yield finish_batch(
+                    batch,
+                    split_trajs=self.split_trajs,
+                    flatten=self.flatten,
+                    postproc=self.postproc,
+                    replay_buffer=self.replay_buffer,
+                )
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+MultiaSyncDataCollector = MultiAsyncCollector
+MultiAsyncDataCollector = MultiAsyncCollector

@@ -1,0 +1,152 @@
+"""``MultiSyncCollector``: N worker processes collect in lock-step; batches are stacked."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_collectors._batching import check_frames, finish_batch, frames_for_next_batch, make_progress_bar, mark_invalid_tail
+from rl_collectors._multi_base import _MultiCollectorBase
+
+
+class MultiSyncCollector(_MultiCollectorBase):
+    """Collect with N worker processes; every batch holds one piece from each worker.
+
+    Each iteration asks every worker for ``frames_per_batch / N`` frames, waits for
+    them and yields one TensorDict of shape ``[N, *env.batch_size, T]`` (or the
+    ``flatten`` / ``split_trajs`` forms). Workers only collect when asked, so
+    weights updated between two iterations produce the whole next batch
+    (``("collector", "policy_version")`` says which version did).
+
+    Args:
+        create_env_fn: a picklable env constructor (with ``num_workers``) or one per worker.
+        policy: a ``TensorDict -> TensorDict`` callable (pickled once to each worker) or ``None``
+            for random actions.
+        num_workers: how many workers when one constructor is given.
+        frames_per_batch: frames per batch, all workers together.
+        total_frames: frames in all (``-1``: endless), counted exactly.
+        preemptive_threshold: once this fraction of the workers has finished, the others
+            stop early; the steps they did not collect are flagged by
+            ``("collector", "traj_ids") == -1`` and ``("collector", "mask") == False``
+            (a mask present in every batch when this is set).
+        **kwargs: the remaining options of :class:`~rl_collectors.Collector` (devices,
+            ``max_frames_per_traj``, ``init_random_frames`` (split among workers),
+            ``reset_at_each_iter``, ``postproc``, ``split_trajs``, ``exploration_type``,
+            ``replay_buffer``, ``flatten``, ``progress_bar``), plus ``mp_start_method``
+            (default ``forkserver`` where available) and ``num_sub_threads``.
+
+    Examples:
+        >>> collector = MultiSyncCollector([make_env, make_env], policy, frames_per_batch=200,
+        ...                                total_frames=1000)  # doctest: +SKIP
+        >>> for batch in collector:  # doctest: +SKIP
+        ...     train(batch)
+        ...     collector.update_policy_weights_()
+        >>> collector.shutdown()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
+        policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        preemptive_threshold: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if preemptive_threshold is not None and not 0.0 < preemptive_threshold <= 1.0:
+            raise ValueError(f"preemptive_threshold must be in (0, 1]; got {preemptive_threshold}.")
+        self.preemptive_threshold = preemptive_threshold
+        self._preempt = preemptive_threshold is not None and preemptive_threshold < 1.0
+        super().__init__(
+            create_env_fn, policy, frames_per_batch=frames_per_batch, total_frames=total_frames, **kwargs
+        )
+
+    def _worker_frames_per_batch(self) -> int:
+        if self.frames_per_batch % self.num_workers:
+            raise ValueError(
+                f"frames_per_batch={self.frames_per_batch} is not a multiple of num_workers="
+                f"{self.num_workers}; each worker collects an equal share."
+            )
+        return self.frames_per_batch // self.num_workers
+
+    def _check_frames(self) -> None:
+        unit = self.num_workers * self._env_numel
+        what = f"{self.num_workers} workers x env batch size {tuple(self.env_batch_size)}"
+        if self._preempt:
+            # Shares may be unequal (the mask covers them): only the env batch must divide.
+            check_frames(self.frames_per_batch, self.total_frames, self._env_numel, what)
+            if self.frames_per_batch % unit:
+                check_frames(self.frames_per_batch, -1, unit, what)
+        else:
+            check_frames(self.frames_per_batch, self.total_frames, unit, what)
+
+    def _plan(self, frames: int) -> list[int]:
+        """Steps per worker for a batch of ``frames`` frames (as equal as possible)."""
+        steps = frames // self._env_numel
+        base, extra = divmod(steps, self.num_workers)
+        return [base + (1 if index < extra else 0) for index in range(self.num_workers)]
+
+    def _pieces(self, steps: int) -> list[TensorDictBase]:
+        """The first ``steps`` steps of every worker's buffer (zeros for a worker that never ran)."""
+        known = next(buffer for buffer in self._buffers if buffer is not None)
+        return [
+            (buffer if buffer is not None else known.new_zeros(known.shape))[..., :steps]
+            for buffer in self._buffers
+        ]
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
+        preempt_after = (
+            math.ceil(self.preemptive_threshold * self.num_workers) if self._preempt else self.num_workers
+        )
+        try:
+            while True:
+                frames = frames_for_next_batch(self.frames_per_batch, self.total_frames, self._frames)
+                if frames == 0:
+                    return
+                started = time.perf_counter()
+                plan = self._plan(frames)
+                active = [index for index, steps in enumerate(plan) if steps > 0]
+                for index in active:
+                    self._stops[index].value = 0
+                    self._send(index, "collect", plan[index])
+                written = dict.fromkeys(range(self.num_workers), 0)
+                pending = set(active)
+                while pending:
+                    index, message = self._receive(pending)
+                    pending.discard(index)
+                    written[index] = self._take_batch(index, message)
+                    if self._preempt and len(active) - len(pending) >= preempt_after:
+                        for other in pending:
+                            self._stops[other].value = 1
+                steps = max(plan)
+                batch = torch.stack(self._pieces(steps), 0)
+                if self._preempt:
+                    mark_invalid_tail(batch, [written[i] for i in range(self.num_workers)])
+                if batch.device != self.storing_device:
+                    batch = batch.to(self.storing_device)
+                collected = sum(written.values()) * self._env_numel
+                self._frames += collected
+                self._iter += 1
+                self.last_timings = self._timings(active, collected, started)
+                if bar is not None:
+                    bar.update(collected)
+                yield finish_batch(
+                    batch,
+                    split_trajs=self.split_trajs,
+                    flatten=self.flatten,
+                    postproc=self.postproc,
+                    replay_buffer=self.replay_buffer,
+                )
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+MultiSyncDataCollector = MultiSyncCollector
