@@ -2,6 +2,7 @@
 
 from importlib.metadata import version as _version
 
+from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
 from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
@@ -17,6 +18,9 @@ from rl_envs.specs import (
     Unbounded,
     make_composite_from_td,
 )
+from rl_envs.transformed_env import TransformedEnv
+from rl_envs.transforms import *  # noqa: F403  (the catalogue: see rl_envs.transforms.__all__)
+from rl_envs.transforms import __all__ as _transforms_all
 from rl_envs.utils import EnvCreator, check_env_specs, step_mdp
 
 __version__ = _version("rl-envs")
@@ -41,3 +45,6 @@ __all__ = [
     "make_composite_from_td",
     "step_mdp",
 ]
+
+# Transforms and batched envs.
+__all__ += ["ParallelEnv", "SerialEnv", "TransformedEnv", "WorkerError", *_transforms_all]
