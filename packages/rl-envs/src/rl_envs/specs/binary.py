@@ -52,6 +52,12 @@ class Binary(Categorical):
             raise ValueError("Binary needs a non-empty shape (its last dim is the vector).")
         super().__init__(2, shape, device, dtype)
 
+    def update_mask(self, mask: torch.Tensor | None) -> None:
+        """Binary specs have no mask (every entry is free to be 0 or 1)."""
+        raise TypeError(
+            "Binary specs do not support masks; use Categorical or OneHot for masked actions."
+        )
+
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Independent fair coin flips, ``shape`` prepended."""
         full = self._full_shape(shape)

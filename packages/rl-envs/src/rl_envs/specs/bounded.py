@@ -75,7 +75,13 @@ class Bounded(TensorSpec):
         low_t = torch.as_tensor(low, device=device if device is not None else None)
         high_t = torch.as_tensor(high, device=low_t.device)
         if shape is None:
-            shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
+            try:
+                shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
+            except RuntimeError as err:
+                raise ValueError(
+                    f"Bounded: low (shape {tuple(low_t.shape)}) and high (shape "
+                    f"{tuple(high_t.shape)}) do not broadcast together; pass bounds of one shape."
+                ) from err
         shape = as_size(shape)
         super().__init__(shape, device if device is not None else low_t.device, dtype)
         if not dtype.is_floating_point and (
