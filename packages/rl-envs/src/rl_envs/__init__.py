@@ -4,6 +4,8 @@ from importlib.metadata import version as _version
 
 from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
+from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
+from rl_envs.libs.gym import GymEnv, GymWrapper
 from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,
@@ -31,8 +33,12 @@ __all__ = [
     "Bounded",
     "Categorical",
     "Composite",
+    "DMControlEnv",
+    "DMControlWrapper",
     "EnvBase",
     "EnvCreator",
+    "GymEnv",
+    "GymWrapper",
     "MultiCategorical",
     "MultiOneHot",
     "NonTensor",

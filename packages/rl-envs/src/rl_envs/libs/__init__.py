@@ -1,0 +1,1 @@
+"""Wrappers of third-party simulators. Importing this package imports none of them."""

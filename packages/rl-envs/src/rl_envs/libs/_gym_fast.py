@@ -1,0 +1,196 @@
+"""The fast rollout loop of a single Gymnasium env (private).
+
+Where the time goes in a TensorDict-per-step loop (measured on CartPole-v1,
+whose raw ``env.step`` takes ~7 us): building a TensorDict costs 2-5 us,
+``torch.tensor(scalar)`` ~4 us, writing one row of a torch tensor ~2.5 us. A
+numpy row write costs ~0.1 us. So this loop:
+
+* draws every random action up front (one ``spec.rand((T,))`` per action key, the
+  same call the generic loop makes, hence the same actions for the same seed)
+  and converts them to Gymnasium's format once;
+* writes each step's observations, reward and flags into numpy arrays allocated
+  once from the specs;
+* builds the output TensorDict once at the end with ``torch.from_numpy`` (no copy).
+
+With a policy, the policy still sees one TensorDict per step (it reads keys),
+but that root is built from numpy views and the env side stays in numpy.
+It returns ``None`` (generic loop) when the root holds entries it does not
+know (e.g. state entries of a policy).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs.libs import _gym_spaces as gs
+
+if TYPE_CHECKING:
+    from rl_envs.libs.gym import GymWrapper
+
+
+def _as_tuple(key: Any) -> tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _gym_action_sequence(w: GymWrapper, actions: dict[Any, torch.Tensor], t: int) -> list[Any]:
+    cat = w.categorical_action_encoding
+    per_leaf = []
+    for leaf in w._act_leaves:
+        arr = gs.action_to_gym(leaf, actions[leaf.key], cat)
+        per_leaf.append(arr.tolist() if arr.ndim == 1 and arr.dtype.kind in "iu" else list(arr))
+    if len(per_leaf) == 1 and not w._act_leaves[0].path:
+        return per_leaf[0]
+    return [gs.assemble(w._act_leaves, [vals[i] for vals in per_leaf]) for i in range(t)]
+
+
+def fast_rollout(
+    w: GymWrapper, root: TensorDictBase, max_steps: int, policy: Any, mode: str
+) -> TensorDictBase | None:
+    """Rollout of a single Gymnasium env; same output as the generic loop."""
+    done_keys = [_as_tuple(k) for k in w.done_keys]
+    action_keys = [_as_tuple(k) for k in w.action_keys]
+    obs_keys = [key for key, *_ in w._readers]
+    known = set(obs_keys) | set(done_keys) | set(action_keys)
+    if not {_as_tuple(k) for k in root.keys(True, True)} <= known:
+        return None
+    if w.device.type != "cpu" and policy is not None:
+        return None
+    env = w._env
+    readers = w._readers
+    obs_spec = w.full_observation_spec
+    T = max_steps
+
+    next_bufs = [np.empty((T, *obs_spec[k].shape), dtype=dt) for k, _, dt, _ in readers]
+    root_bufs = [np.empty((T, *obs_spec[k].shape), dtype=dt) for k, _, dt, _ in readers]
+    for buf, (key, _, _, offset) in zip(root_bufs, readers, strict=True):
+        buf[0] = root.get(key).cpu().numpy() + offset  # buffers hold raw gym values
+    reward = np.zeros((T, 1), dtype=np.float32)
+    term = np.zeros((T, 1), dtype=bool)
+    trunc = np.zeros((T, 1), dtype=bool)
+    resets: list[tuple[int, list[Any]]] = []
+    step = w._gym_step if w.frame_skip > 1 else env.step
+    fns = [r[1] for r in readers]
+    stop_on_done = mode == "any"
+
+    if policy is None:
+        spec = w.full_action_spec
+        actions = {leaf.key: spec[leaf.key].rand((T,)) for leaf in w._act_leaves}
+        first = root.clone(False)
+        for key, value in actions.items():
+            first.set(key, value[0])
+        w._check_step_input(first)
+        seq = _gym_action_sequence(w, actions, T)
+    else:
+        action_store: list[list[torch.Tensor]] = [[] for _ in w._act_leaves]
+        extra: dict[Any, list[torch.Tensor]] = {}
+
+    n = T
+    single = len(fns) == 1
+    fn0, nb0 = fns[0], next_bufs[0]
+    for t in range(T):
+        if policy is None:
+            action = seq[t]
+        else:
+            td = _policy_root(w, root_bufs, readers, t, root if t == 0 else None)
+            res = policy(td)
+            if res is not None and res is not td:
+                td.update(res)
+            if t == 0:
+                w._check_step_input(td)
+                extra = {k: [] for k in td.keys(True, True) if _as_tuple(k) not in known}
+            for store, leaf in zip(action_store, w._act_leaves, strict=True):
+                store.append(td.get(leaf.key))
+            for k, store in extra.items():
+                store.append(td.get(k))
+            action = w._actions_to_gym(td)
+        obs, r, te, tr, info = step(action)
+        if single:
+            nb0[t] = fn0(obs, info)
+        else:
+            for buf, fn in zip(next_bufs, fns, strict=True):
+                buf[t] = fn(obs, info)
+        reward[t, 0] = r
+        term[t, 0] = te
+        trunc[t, 0] = tr
+        if te or tr:
+            if stop_on_done:
+                n = t + 1
+                break
+            if t < T - 1:
+                obs0, info0 = env.reset()
+                values = [fn(obs0, info0) for fn in fns]
+                if policy is None:
+                    resets.append((t + 1, values))
+                else:
+                    for rb, value in zip(root_bufs, values, strict=True):
+                        rb[t + 1] = value
+        elif policy is not None and t < T - 1:
+            for rb, nb in zip(root_bufs, next_bufs, strict=True):
+                rb[t + 1] = nb[t]
+
+    if policy is None:
+        for rb, nb in zip(root_bufs, next_bufs, strict=True):
+            rb[1:n] = nb[: n - 1]
+        for i, values in resets:
+            if i < n:
+                for rb, value in zip(root_bufs, values, strict=True):
+                    rb[i] = value
+    for rb, nb, (_, _, _, offset) in zip(root_bufs, next_bufs, readers, strict=True):
+        if offset:
+            rb[:n] -= offset
+            nb[:n] -= offset
+
+    out: dict[Any, Any] = {}
+    nxt: dict[Any, Any] = {}
+    for (key, *_), rb, nb in zip(readers, root_bufs, next_bufs, strict=True):
+        out[key] = torch.from_numpy(rb[:n])
+        nxt[key] = torch.from_numpy(nb[:n])
+    if policy is None:
+        for key, value in actions.items():
+            out[key] = value[:n]
+    else:
+        for leaf, store in zip(w._act_leaves, action_store, strict=True):
+            out[leaf.key] = torch.stack(store[:n])
+        for key, store in extra.items():
+            out[_as_tuple(key)] = torch.stack(store[:n])
+    zeros = torch.zeros((n, 1), dtype=torch.bool)
+    for key in done_keys:
+        out[key] = zeros.clone()
+    term_t, trunc_t = torch.from_numpy(term[:n]), torch.from_numpy(trunc[:n])
+    nxt[("reward",)] = torch.from_numpy(reward[:n])
+    nxt[("terminated",)] = term_t
+    nxt[("truncated",)] = trunc_t
+    nxt[("done",)] = term_t | trunc_t
+    td = TensorDict(batch_size=[n], device=torch.device("cpu"))
+    for key, value in out.items():
+        td.set(key, value)
+    for key, value in nxt.items():
+        td.set(("next", *key), value)
+    if w.device.type != "cpu":
+        td = td.to(w.device)
+    return td
+
+
+def _policy_root(
+    w: GymWrapper,
+    root_bufs: list[np.ndarray],
+    readers: list[Any],
+    t: int,
+    first: TensorDictBase | None,
+) -> TensorDictBase:
+    """The root TensorDict the policy sees at step ``t`` (views of the numpy storage)."""
+    if first is not None:
+        return first
+    td = TensorDict(batch_size=w.batch_size)
+    for (key, _, _, offset), rb in zip(readers, root_bufs, strict=True):
+        value = torch.from_numpy(rb[t, ...])
+        td.set(key, value - offset if offset else value)
+    falses = torch.zeros((1,), dtype=torch.bool)
+    td.set("done", falses)
+    td.set("terminated", falses)
+    td.set("truncated", falses)
+    return td

@@ -1,0 +1,384 @@
+"""``GymWrapper`` / ``GymEnv``: Gymnasium envs (single or vectorized) as ``EnvBase``.
+
+* Spaces map to specs as described in ``rl_envs.libs._gym_spaces``; a Discrete
+  action is one-hot (int64) unless ``categorical_action_encoding=True``.
+* ``("next", "terminated")`` and ``("next", "truncated")`` are Gymnasium's flags,
+  ``done = terminated | truncated``; ``("next", obs)`` is the true last observation.
+* ``info_keys``: entries of Gymnasium's ``info`` dict exposed as observation keys
+  (spec inferred from one reset and one step at construction; zeros when absent).
+* ``from_pixels``: ``"pixels"`` (uint8 ``[H, W, 3]``) from ``env.render()``; the env
+  must be made with ``render_mode="rgb_array"`` (``GymEnv`` does it). With
+  ``pixels_only=True`` (default) the state observations are dropped.
+* ``frame_skip``: each action is repeated ``frame_skip`` times (rewards summed,
+  stopping at the first done).
+* Seeding: ``set_seed(s)`` calls ``env.reset(seed=s)`` and seeds the action space.
+* A ``gymnasium.vector.VectorEnv`` becomes a batched env, ``batch_size=[num_envs]``.
+  Partial resets (``"_reset"``) are exact for each autoreset mode:
+
+  - ``DISABLED`` and ``NEXT_STEP``: the done entries are reset explicitly through
+    ``env.reset(options={"reset_mask": mask})``, which also cancels Gymnasium's
+    pending next-step autoreset, so no step is wasted on a reset and no
+    transition is invented;
+  - ``SAME_STEP``: Gymnasium resets done entries inside ``step``; ``("next", obs)``
+    takes the true final observation from ``info["final_obs"]`` and the reset
+    observation is kept until ``"_reset"`` asks for it (no call to Gymnasium).
+
+  ``GymEnv(name, num_envs=N)`` builds its vector env in ``DISABLED`` mode.
+* ``rollout`` of a single (non-vector) env takes a fast path (``_gym_fast``):
+  numpy storage preallocated once, no TensorDict per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs.env_base import EnvBase
+from rl_envs.libs import _gym_spaces as gs
+from rl_envs.specs import Bounded, Categorical, Unbounded
+
+__all__ = ["GymEnv", "GymWrapper"]
+
+_INSTALL = (
+    "Gymnasium is not installed: install the extra with `pip install 'rl-envs[gym]'` "
+    "(MuJoCo tasks: 'rl-envs[mujoco]'; pixels of classic-control tasks: 'rl-envs[pixels]')."
+)
+
+
+def _import_gym() -> Any:
+    try:
+        import gymnasium
+    except ImportError as err:
+        raise ImportError(_INSTALL) from err
+    return gymnasium
+
+
+def _info_spec(value: Any, device: torch.device) -> tuple[Any, np.dtype]:
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_:
+        return Categorical(2, shape=arr.shape, dtype=torch.bool, device=device), arr.dtype
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    dtype = torch.from_numpy(np.zeros((), dtype=arr.dtype)).dtype
+    return Unbounded(shape=arr.shape, dtype=dtype, device=device), arr.dtype
+
+
+class GymWrapper(EnvBase):
+    """Wraps a Gymnasium env (``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``).
+
+    Args:
+        env: the Gymnasium env.
+        categorical_action_encoding: Discrete actions as indices (``Categorical``)
+            instead of one-hot (``OneHot``, TorchRL's default).
+        from_pixels: add ``"pixels"`` rendered with ``env.render()`` (rgb_array).
+        pixels_only: with ``from_pixels``, drop the state observations.
+        frame_skip: repeat each action this many times.
+        info_keys: ``info`` entries to expose as observation keys.
+        device: device of the output tensors.
+        validate_actions: see :class:`~rl_envs.EnvBase`.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = GymWrapper(gym.make("CartPole-v1"))
+        >>> env.rollout(5, break_when_any_done=False).batch_size
+        torch.Size([5])
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        categorical_action_encoding: bool = False,
+        *,
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int = 1,
+        info_keys: Sequence[str] | None = None,
+        device: torch.device | str | None = None,
+        validate_actions: bool = True,
+    ) -> None:
+        gym = _import_gym()
+        self._is_vector = isinstance(env, gym.vector.VectorEnv)
+        batch = (int(env.num_envs),) if self._is_vector else ()
+        super().__init__(device=device, batch_size=batch, validate_actions=validate_actions)
+        if frame_skip < 1:
+            raise ValueError(f"frame_skip must be >= 1, got {frame_skip}.")
+        if self._is_vector and (from_pixels or frame_skip != 1):
+            raise ValueError(
+                "from_pixels and frame_skip are not supported for Gymnasium vector envs; "
+                "use ParallelEnv / SerialEnv of GymEnv(..., from_pixels=True, frame_skip=k)."
+            )
+        self._env = env
+        self.categorical_action_encoding = categorical_action_encoding
+        self.from_pixels = from_pixels
+        self.pixels_only = pixels_only
+        self.frame_skip = frame_skip
+        self.info_keys = tuple(info_keys or ())
+        self._autoreset_mode = None
+        if self._is_vector:
+            mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+            self._autoreset_mode = gym.vector.AutoresetMode(mode)
+        self._last_obs: Any = None
+        self._pending = np.zeros(batch, dtype=bool)
+        self._build_specs()
+
+    # ------------------------------------------------------------------ specs
+    @property
+    def env(self) -> Any:
+        """The wrapped Gymnasium env."""
+        return self._env
+
+    @property
+    def autoreset_mode(self) -> Any:
+        """Gymnasium's autoreset mode of a vector env (``None`` for a single env)."""
+        return self._autoreset_mode
+
+    def _single_spaces(self) -> tuple[Any, Any]:
+        env = self._env
+        if self._is_vector:
+            return env.single_observation_space, env.single_action_space
+        return env.observation_space, env.action_space
+
+    def _build_specs(self) -> None:
+        d = self.device
+        obs_space, act_space = self._single_spaces()
+        cat = self.categorical_action_encoding
+        self._act_leaves = gs.flatten_space(
+            act_space, "action", action=True, categorical=cat, device=d
+        )
+        obs_leaves = gs.flatten_space(
+            obs_space, "observation", action=False, categorical=cat, device=d
+        )
+        readers: list[tuple[tuple[str, ...], Any, Any, int]] = []
+        if not (self.from_pixels and self.pixels_only):
+            for leaf in obs_leaves:
+                get = gs.getter(leaf.path)
+                readers.append(
+                    (leaf.key, lambda o, i, g=get: g(o), leaf.np_dtype, gs.obs_offset(leaf.space))
+                )
+        obs_spec = gs.leaves_to_composite(
+            obs_leaves if not (self.from_pixels and self.pixels_only) else [], d
+        )
+        if self.from_pixels or self.info_keys:
+            _, info = self._env.reset()
+            if self.from_pixels:
+                frame = self._render()
+                obs_spec["pixels"] = Bounded(
+                    low=0, high=255, shape=frame.shape, dtype=torch.uint8, device=d
+                )
+                readers.append((("pixels",), lambda o, i: self._render(), np.dtype(np.uint8), 0))
+            if self.info_keys:
+                sample = self._sample_action()
+                _, _, _, _, step_info = self._env.step(sample)
+                for k in self.info_keys:
+                    value = step_info.get(k, info.get(k))
+                    if value is None:
+                        raise KeyError(
+                            f"info_keys: {k!r} is not in the env's info dict (got "
+                            f"{sorted(step_info)}). Pick keys that the env's step() returns."
+                        )
+                    if self._is_vector:
+                        value = np.asarray(value)[0]
+                    spec, dt = _info_spec(value, d)
+                    obs_spec[k] = spec
+                    zero = np.zeros(spec.shape[len(self.batch_size) :], dtype=dt)
+                    if self._is_vector:
+                        zero = np.zeros((*self.batch_size, *zero.shape), dtype=dt)
+                    readers.append(((k,), lambda o, i, k=k, z=zero: i.get(k, z), dt, 0))
+            self._env.reset()
+        self._readers = readers
+        self.observation_spec = obs_spec
+        self.action_spec = gs.leaves_to_composite(self._act_leaves, d)
+        self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32, device=d)
+
+    def _render(self) -> np.ndarray:
+        frame = self._env.render()
+        if frame is None:
+            raise RuntimeError(
+                "from_pixels=True but env.render() returned None: make the env with "
+                "render_mode='rgb_array', e.g. gym.make(name, render_mode='rgb_array')."
+            )
+        return np.asarray(frame)
+
+    def _sample_action(self) -> Any:
+        return self._env.action_space.sample()
+
+    # --------------------------------------------------------------- reading
+    def _read(self, obs: Any, info: dict[str, Any]) -> dict[tuple[str, ...], torch.Tensor]:
+        out = {}
+        for key, read, dtype, offset in self._readers:
+            value = np.array(read(obs, info), dtype=dtype)
+            if offset:
+                value = value - offset
+            out[key] = torch.from_numpy(value)
+        return out
+
+    def _to_td(self, entries: dict[Any, torch.Tensor]) -> TensorDict:
+        td = TensorDict(batch_size=self.batch_size)
+        for key, value in entries.items():
+            td.set(key, value)
+        if self.device.type != "cpu":
+            td = td.to(self.device)
+        return td
+
+    def _actions_to_gym(self, td: TensorDictBase) -> Any:
+        cat = self.categorical_action_encoding
+        values = [gs.action_to_gym(leaf, td.get(leaf.key), cat) for leaf in self._act_leaves]
+        if not self._is_vector:
+            values = [v.item() if v.ndim == 0 and v.dtype.kind in "iu" else v for v in values]
+        return gs.assemble(self._act_leaves, values)
+
+    # ------------------------------------------------------------------ hooks
+    def _gym_step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, term, trunc, info = self._env.step(action)
+        for _ in range(self.frame_skip - 1):
+            if term or trunc:
+                break
+            obs, r, term, trunc, info = self._env.step(action)
+            reward = reward + r
+        return obs, reward, term, trunc, info
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = self._actions_to_gym(tensordict)
+        obs, reward, term, trunc, info = self._gym_step(action)
+        b = self.batch_size
+        term = np.asarray(term, dtype=bool).reshape(*b, 1)
+        trunc = np.asarray(trunc, dtype=bool).reshape(*b, 1)
+        entries = self._read(obs, info)
+        if self._is_vector:
+            self._last_obs, self._last_info = obs, info
+            done = (term | trunc).reshape(b)
+            if self._autoreset_mode == _import_gym().vector.AutoresetMode.SAME_STEP and done.any():
+                entries = self._final_entries(entries, info, done)
+                self._pending = self._pending | done
+        entries["reward"] = torch.from_numpy(np.asarray(reward, dtype=np.float32).reshape(*b, 1))
+        entries["terminated"] = torch.from_numpy(term)
+        entries["truncated"] = torch.from_numpy(trunc)
+        entries["done"] = torch.from_numpy(term | trunc)
+        return self._to_td(entries)
+
+    def _final_entries(
+        self, entries: dict[Any, torch.Tensor], info: dict[str, Any], done: np.ndarray
+    ) -> dict[Any, torch.Tensor]:
+        """SAME_STEP: replaces the (already reset) observations of done entries by the final ones."""
+        final_obs = info["final_obs"]
+        final_info = info.get("final_info", {})
+        for i in np.flatnonzero(done):
+            for key, read, dtype, offset in self._readers:
+                fi = {k: np.asarray(v)[i] for k, v in final_info.items() if not k.startswith("_")}
+                value = np.array(read(final_obs[i], fi), dtype=dtype)
+                if key[0] in self.info_keys:
+                    value = np.array(fi.get(key[0], np.zeros_like(value)), dtype=dtype)
+                entries[key][i] = torch.from_numpy(value - offset if offset else value)
+        return entries
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if not self._is_vector or mask is None:
+            obs, info = self._env.reset(**kwargs)
+            self._pending = np.zeros(self.batch_size, dtype=bool)
+        else:
+            m = mask.reshape(self.batch_size).cpu().numpy().astype(bool)
+            todo = m & ~self._pending
+            if todo.any():
+                obs, info = self._env.reset(options={"reset_mask": todo, **kwargs})
+            else:
+                obs, info = self._last_obs, {}
+            self._pending = self._pending & ~m
+        if self._is_vector:
+            self._last_obs, self._last_info = obs, info
+        return self._to_td(self._read(obs, info))
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._env.reset(seed=seed)
+        self._pending = np.zeros(self.batch_size, dtype=bool)
+        self._env.action_space.seed(seed)
+
+    def close(self) -> None:
+        """Closes the Gymnasium env."""
+        self._env.close()
+
+    def __repr__(self) -> str:
+        spec = getattr(self._env, "spec", None)
+        name = getattr(spec, "id", type(self._env).__name__)
+        return f"{type(self).__name__}(env={name}, batch_size={tuple(self.batch_size)}, device={self.device})"
+
+    # --------------------------------------------------------------- rollout
+    def _fast_rollout(
+        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
+    ) -> TensorDictBase | None:
+        if self._is_vector or mode == "all":
+            return None
+        from rl_envs.libs._gym_fast import fast_rollout
+
+        return fast_rollout(self, root, max_steps, policy, mode)
+
+
+class GymEnv(GymWrapper):
+    """Builds a Gymnasium env by name and wraps it (``gymnasium.make`` / ``make_vec``).
+
+    Args:
+        env_name: a registered id, e.g. ``"CartPole-v1"``, ``"HalfCheetah-v5"``.
+        num_envs: if > 0, a ``gymnasium.make_vec`` vector env (``vectorization_mode``
+            ``"sync"`` by default) in ``DISABLED`` autoreset mode, batch_size ``[num_envs]``.
+        vectorization_mode: ``"sync"`` or ``"async"`` for ``num_envs > 0``.
+        categorical_action_encoding, from_pixels, pixels_only, frame_skip, info_keys,
+        device, validate_actions: see :class:`GymWrapper`.
+        **kwargs: passed to ``gymnasium.make`` (e.g. ``max_episode_steps``).
+
+    Example:
+        >>> env = GymEnv("Pendulum-v1")
+        >>> env.set_seed(0)
+        1
+        >>> env.rollout(3)["next", "reward"].shape
+        torch.Size([3, 1])
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        num_envs: int = 0,
+        categorical_action_encoding: bool = False,
+        *,
+        vectorization_mode: str = "sync",
+        from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int = 1,
+        info_keys: Sequence[str] | None = None,
+        device: torch.device | str | None = None,
+        validate_actions: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        gym = _import_gym()
+        if from_pixels:
+            kwargs.setdefault("render_mode", "rgb_array")
+        try:
+            if num_envs > 0:
+                env = gym.make_vec(
+                    env_name,
+                    num_envs=num_envs,
+                    vectorization_mode=vectorization_mode,
+                    vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED},
+                    **kwargs,
+                )
+            else:
+                env = gym.make(env_name, **kwargs)
+        except gym.error.DependencyNotInstalled as err:
+            raise ImportError(
+                f"GymEnv({env_name!r}) needs more dependencies: {err}. For MuJoCo tasks "
+                "install 'rl-envs[mujoco]'; for pixels of classic-control tasks 'rl-envs[pixels]'."
+            ) from err
+        self.env_name = env_name
+        super().__init__(
+            env,
+            categorical_action_encoding,
+            from_pixels=from_pixels,
+            pixels_only=pixels_only,
+            frame_skip=frame_skip,
+            info_keys=info_keys,
+            device=device,
+            validate_actions=validate_actions,
+        )
