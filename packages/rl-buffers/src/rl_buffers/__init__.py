@@ -2,6 +2,53 @@
 
 from importlib.metadata import version as _version
 
+from rl_buffers._memory import StorageMemoryError
+from rl_buffers.her import HERReplayBuffer, HindsightStrategy
+from rl_buffers.replay_buffer import ReplayBuffer
+from rl_buffers.samplers import (
+    PrioritizedSampler,
+    PrioritizedSliceSampler,
+    RandomSampler,
+    Sampler,
+    SamplerWithoutReplacement,
+    SliceSampler,
+    SliceSamplerWithoutReplacement,
+)
+from rl_buffers.segment_tree import MinSegmentTree, SumSegmentTree
+from rl_buffers.storages import LazyMemmapStorage, LazyTensorStorage, ListStorage, Storage, TensorStorage
+from rl_buffers.tensordict_replay_buffer import (
+    PrioritizedReplayBuffer,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+)
+from rl_buffers.writers import RoundRobinWriter, TensorDictMaxValueWriter, TensorDictRoundRobinWriter
+
 __version__ = _version("rl-buffers")
 
-__all__ = ["__version__"]
+__all__ = [
+    "HERReplayBuffer",
+    "HindsightStrategy",
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "MinSegmentTree",
+    "PrioritizedReplayBuffer",
+    "PrioritizedSampler",
+    "PrioritizedSliceSampler",
+    "RandomSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+    "SliceSamplerWithoutReplacement",
+    "Storage",
+    "StorageMemoryError",
+    "SumSegmentTree",
+    "TensorDictMaxValueWriter",
+    "TensorDictPrioritizedReplayBuffer",
+    "TensorDictReplayBuffer",
+    "TensorDictRoundRobinWriter",
+    "TensorStorage",
+    "__version__",
+]

@@ -1,0 +1,271 @@
+"""``ReplayBuffer``: a storage, a sampler and a writer behind one thread-safe API."""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from tensordict import is_tensor_collection
+
+from rl_buffers.samplers.base import Sampler
+from rl_buffers.samplers.random import RandomSampler
+from rl_buffers.storages.base import Storage
+from rl_buffers.storages.list_storage import ListStorage
+from rl_buffers.writers import RoundRobinWriter
+
+
+def stack_items(items: list[Any]) -> Any:
+    """The default collate function of list storages: stacks tensors, TensorDicts or pytrees."""
+    first = items[0]
+    if is_tensor_collection(first) or isinstance(first, torch.Tensor):
+        return torch.stack(items)
+    leaves = pytree.tree_leaves(first)
+    if leaves and all(isinstance(x, torch.Tensor) for x in leaves):
+        return pytree.tree_map(lambda *xs: torch.stack(xs), *items)
+    return items
+
+
+def _unsqueeze(data: Any, dim: int) -> Any:
+    if is_tensor_collection(data) or isinstance(data, torch.Tensor):
+        return data.unsqueeze(dim)
+    return pytree.tree_map(lambda x: x.unsqueeze(dim), data)
+
+
+class ReplayBuffer:
+    """A replay buffer of tensors, pytrees of tensors, TensorDicts or any object.
+
+    Args:
+        storage: where items live. Default: ``ListStorage(1000)``.
+        sampler: which items a batch reads. Default: :class:`RandomSampler`.
+        writer: where new items go. Default: :class:`RoundRobinWriter`.
+        collate_fn: turns what the storage returns into a batch. Default: stacks
+            the items of a :class:`ListStorage`; identity for tensor storages.
+        pin_memory: pin sampled CPU tensors.
+        prefetch: number of batches sampled ahead in a background thread.
+        transform: any callable applied to each sampled batch (TensorDict -> TensorDict).
+        batch_size: the default of :meth:`sample`.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from rl_buffers import LazyTensorStorage
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
+        >>> _ = rb.extend(TensorDict(obs=torch.randn(10, 3), batch_size=[10]))
+        >>> len(rb), rb.sample()["obs"].shape
+        (10, torch.Size([4, 3]))
+    """
+
+    def __init__(
+        self,
+        *,
+        storage: Storage | None = None,
+        sampler: Sampler | None = None,
+        writer: Any | None = None,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+        prefetch: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        self._storage = storage if storage is not None else ListStorage(1000)
+        self._sampler = sampler if sampler is not None else RandomSampler()
+        self._writer = writer if writer is not None else self._default_writer()
+        self._writer.register_storage(self._storage)
+        if collate_fn is None:
+            collate_fn = stack_items if isinstance(self._storage, ListStorage) else None
+        self._collate_fn = collate_fn
+        self._pin_memory = pin_memory
+        self._transform = transform
+        self._batch_size = batch_size
+        self._prefetch = int(prefetch or 0)
+        self._lock = threading.RLock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._futures: collections.deque[Future] = collections.deque()
+        if hasattr(self._storage, "set_ignored_keys"):
+            self._storage.set_ignored_keys(self._ignored_keys())
+
+    def _default_writer(self) -> Any:
+        return RoundRobinWriter()
+
+    def _ignored_keys(self) -> tuple:
+        return ()
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def sampler(self) -> Sampler:
+        return self._sampler
+
+    @property
+    def writer(self) -> Any:
+        return self._writer
+
+    @property
+    def batch_size(self) -> int | None:
+        return self._batch_size
+
+    def __len__(self) -> int:
+        return len(self._storage)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(storage={type(self._storage).__name__}(max_size={self._storage.max_size}), "
+                f"sampler={type(self._sampler).__name__}, writer={type(self._writer).__name__}, len={len(self)})")  # fmt: skip
+
+    # -- writes ------------------------------------------------------------------------
+    def add(self, data: Any) -> torch.Tensor | int:
+        """Writes one item; returns its index."""
+        if isinstance(self._storage, ListStorage):
+            index = self.extend([data])
+            return int(index[0])
+        index = self.extend(_unsqueeze(data, self._storage.ndim - 1))
+        return int(index[0]) if self._storage.ndim == 1 else index
+
+    def extend(self, data: Any) -> torch.Tensor:
+        """Writes a batch (first dim; ``[envs, T]`` for 2-d storages); returns the positions written.
+
+        The whole batch is checked against the storage's keys, shapes and dtypes
+        before anything is written: a bad batch raises and leaves the buffer unchanged.
+        """
+        with self._lock:
+            self._futures.clear()
+            index = self._writer.extend(data)
+            self._sampler.extend(self._written(index, data), self._storage)
+            return index
+
+    def _written(self, index: torch.Tensor, data: Any) -> torch.Tensor:
+        if self._storage.ndim == 1:
+            return index
+        envs = self._storage.shape[0]
+        env = torch.arange(envs).unsqueeze(-1).expand(envs, index.numel())
+        return torch.stack([env, index.expand(envs, index.numel())], -1).reshape(-1, 2)
+
+    # -- reads -------------------------------------------------------------------------
+    def _sample_once(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        with self._lock:
+            index, info = self._sampler.sample(self._storage, batch_size)
+            data = self._storage.get(index)
+        info["index"] = index
+        if self._collate_fn is not None:
+            data = self._collate_fn(data)
+        data = self._post_sample(data, info)
+        if self._pin_memory:
+            data = data.pin_memory()
+        if self._transform is not None:
+            data = self._transform(data)
+        return data, info
+
+    def _post_sample(self, data: Any, info: dict[str, Any]) -> Any:
+        return data
+
+    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
+        """A batch of ``batch_size`` items (default: the constructor's).
+
+        Args:
+            batch_size: items to sample.
+            return_info: also return a dict with ``"index"`` (and weights for
+                prioritized samplers).
+
+        Raises:
+            RuntimeError: the buffer is empty.
+            ValueError: no batch size was given here or at construction.
+        """
+        if batch_size is None:
+            batch_size = self._batch_size
+            if batch_size is None:
+                raise ValueError("sample() needs a batch_size: pass one here or to the constructor.")
+        if self._prefetch and batch_size == self._batch_size:
+            data, info = self._prefetched(batch_size)
+        else:
+            data, info = self._sample_once(batch_size)
+        return (data, info) if return_info else data
+
+    def _prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl_buffers_prefetch")
+        if len(self) == 0:
+            return self._sample_once(batch_size)  # raises the empty-buffer error here, not in a thread
+        while len(self._futures) <= self._prefetch:
+            self._futures.append(self._executor.submit(self._sample_once, batch_size))
+        return self._futures.popleft().result()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yields batches of the default size until the sampler runs out (forever for random ones)."""
+        if self._batch_size is None:
+            raise ValueError("iterating needs a batch_size given to the constructor.")
+        while True:
+            yield self.sample()
+            if getattr(self._sampler, "ran_out", False):
+                return
+
+    def __getitem__(self, index: Any) -> Any:
+        index = torch.as_tensor(index, dtype=torch.long)
+        data = self._storage.get(index.reshape(-1) if self._storage.ndim == 1 else index)
+        return self._collate_fn(data) if self._collate_fn is not None else data
+
+    # -- priorities --------------------------------------------------------------------
+    def update_priority(self, index: Any, priority: Any) -> None:
+        """Sets the priorities of items ``index`` (prioritized samplers only)."""
+        with self._lock:
+            self._sampler.update_priority(index, priority, self._storage)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def empty(self) -> None:
+        """Removes every item and resets the writer and the sampler."""
+        with self._lock:
+            self._futures.clear()
+            self._storage.empty()
+            self._writer.empty()
+            self._sampler.empty()
+
+    def dumps(self, path: str | Path) -> None:
+        """Saves contents, write cursor and sampler state (priorities) into directory ``path``.
+
+        Written to a temporary directory first and moved into place, so an
+        interrupted dump never leaves a half-written checkpoint at ``path``.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+            try:
+                self._storage.dumps(tmp / "storage")
+                torch.save({"sampler": self._sampler.state_dict(), "writer": self._writer.state_dict(),
+                            "kind": type(self).__name__, "storage": type(self._storage).__name__},
+                           tmp / "buffer.pt")  # fmt: skip
+                old = None
+                if path.exists():
+                    old = path.with_name(f".{path.name}.old")
+                    shutil.rmtree(old, ignore_errors=True)
+                    path.rename(old)
+                tmp.rename(path)
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+
+    def loads(self, path: str | Path) -> None:
+        """Restores a checkpoint written by :meth:`dumps` into this (same-shaped) buffer."""
+        path = Path(path)
+        if not (path / "buffer.pt").exists():
+            raise FileNotFoundError(f"{str(path)!r} is not a replay-buffer checkpoint (no buffer.pt).")
+        state = torch.load(path / "buffer.pt", weights_only=False)
+        if state["storage"] != type(self._storage).__name__:
+            raise TypeError(
+                f"the checkpoint holds a {state['storage']}, this buffer a {type(self._storage).__name__}: "
+                "build the buffer with the same kind of storage."
+            )
+        with self._lock:
+            self._futures.clear()
+            self._storage.loads(path / "storage")
+            self._writer.load_state_dict(state["writer"])
+            self._sampler.load_state_dict(state["sampler"])

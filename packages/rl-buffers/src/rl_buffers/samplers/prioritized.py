@@ -1,0 +1,183 @@
+"""Proportional prioritized sampling (Schaul et al., 2016, arXiv:1511.05952)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rl_buffers.samplers.base import Sampler, check_not_empty
+from rl_buffers.segment_tree import Backend, MinSegmentTree, SumSegmentTree
+from rl_buffers.storages.base import Storage
+
+
+def check_priority(priority: torch.Tensor) -> None:
+    """Raises ``ValueError`` if any priority is negative or not finite (nothing is written)."""
+    bad = ~torch.isfinite(priority) | (priority < 0)
+    if bool(bad.any()):
+        where = bad.reshape(-1).nonzero().squeeze(-1)[:5].tolist()
+        values = priority.reshape(-1)[where].tolist()
+        raise ValueError(
+            f"priorities must be finite and >= 0; got {values} at positions {where} of the update "
+            "(NaN usually means a diverged loss: check td_error). No priority was updated."
+        )
+
+
+class PrioritizedSampler(Sampler):
+    """Samples item ``i`` with probability ``p_i^alpha / sum_j p_j^alpha``.
+
+    Stored priorities are ``(p + eps) ** alpha`` in a sum tree (for sampling)
+    and a min tree (for the weights). New items get the largest raw priority
+    seen so far (1.0 at first). Each sample carries the importance weight
+    ``w_i = (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta``
+    under ``info["_weight"]``.
+
+    Args:
+        max_capacity: number of leaves (the storage's ``max_size``).
+        alpha: prioritization exponent (0 = uniform).
+        beta: importance-sampling exponent (1 = full correction).
+        eps: added to every priority so none is zero.
+        dtype: of the trees, ``torch.float32`` or ``torch.float64``.
+        reduction: how ``update_tensordict_priority`` reduces per-item
+            priorities with extra dims: ``"max"``, ``"min"``, ``"sum"``, ``"mean"``.
+        device: where the trees live (CUDA trees use the CUDA kernels).
+        backend: segment-tree kernels, ``"auto"`` | ``"torch"`` | ``"cpp"`` | ``"cuda"``.
+
+    Examples:
+        >>> from rl_buffers import LazyTensorStorage
+        >>> storage = LazyTensorStorage(4)
+        >>> storage.set(slice(0, 4), torch.zeros(4))
+        >>> sampler = PrioritizedSampler(4, alpha=1.0, beta=1.0, backend="torch")
+        >>> sampler.extend(torch.arange(4))
+        >>> sampler.update_priority(torch.tensor([0, 1, 2, 3]), torch.tensor([0.0, 0.0, 0.0, 1.0]))
+        >>> index, info = sampler.sample(storage, 5)
+        >>> index.tolist()
+        [3, 3, 3, 3, 3]
+    """
+
+    def __init__(
+        self,
+        max_capacity: int,
+        alpha: float,
+        beta: float,
+        eps: float = 1e-8,
+        dtype: torch.dtype = torch.float32,
+        reduction: str = "max",
+        device: torch.device | str | None = None,
+        backend: Backend = "auto",
+    ) -> None:
+        if alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}.")
+        if beta < 0:
+            raise ValueError(f"beta must be >= 0, got {beta}.")
+        if eps < 0:
+            raise ValueError(f"eps must be >= 0, got {eps}.")
+        if reduction not in ("max", "min", "sum", "mean"):
+            raise ValueError(f"reduction must be 'max', 'min', 'sum' or 'mean', got {reduction!r}.")
+        self.max_capacity = int(max_capacity)
+        self.alpha, self.beta, self.eps = float(alpha), float(beta), float(eps)
+        self.dtype = dtype
+        self.reduction = reduction
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self._sum_tree = SumSegmentTree(self.max_capacity, dtype=dtype, device=self.device, backend=backend)
+        self._min_tree = MinSegmentTree(self.max_capacity, dtype=dtype, device=self.device, backend=backend)
+        self.backend = self._sum_tree.backend
+        self._max_priority = 1.0
+
+    @property
+    def default_priority(self) -> float:
+        """The raw priority given to new items: the largest seen so far."""
+        return self._max_priority
+
+    def _positions(self, index: Any, storage: Storage | None) -> torch.Tensor:
+        index = torch.as_tensor(index, dtype=torch.long)
+        if index.dim() >= 1 and storage is not None and storage.ndim == 2 and index.shape[-1] == 2:
+            index = storage.flat_position(index)
+        return index.reshape(-1)
+
+    def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
+        positions = self._positions(index, storage)
+        positions = positions[positions >= 0]
+        if positions.numel():
+            self._write(positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64))
+
+    def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
+        n = check_not_empty(storage)
+        end = n if storage.ndim == 1 else self.max_capacity
+        p_sum = self._sum_tree.query(0, end)
+        p_min = self._min_tree.query(0, end)
+        if not bool(p_sum > 0):
+            raise RuntimeError("all priorities are zero: update them with positive values (or use eps > 0).")
+        mass = torch.rand(batch_size, dtype=self.dtype, device=self.device) * p_sum
+        position = self._sum_tree.scan_lower_bound(mass).clamp_max_(end - 1)
+        p = self._sum_tree[position]
+        weight = torch.pow(p / p_min, -self.beta)
+        if storage.ndim == 1:
+            index = position
+        else:
+            steps = self.max_capacity // storage.shape[0]
+            index = torch.stack([position // steps, position % steps], -1)
+        return index, {"_weight": weight}
+
+    def update_priority(self, index: Any, priority: Any, storage: Storage | None = None) -> None:
+        """Sets the raw priorities of ``index`` (any position within capacity; ``-1`` is skipped).
+
+        Raises:
+            ValueError: a priority is negative or NaN/inf, or sizes differ.
+            IndexError: an index is outside ``[0, max_capacity)``.
+        """
+        positions = self._positions(index, storage)
+        priority = torch.as_tensor(priority, dtype=torch.float64).detach().cpu()
+        if priority.numel() == 1:
+            priority = priority.reshape(1).expand(positions.numel())
+        elif priority.numel() != positions.numel():
+            raise ValueError(
+                f"update_priority: {positions.numel()} indices but {priority.numel()} priorities; "
+                "pass one priority per index (or a single number)."
+            )
+        priority = priority.reshape(-1)
+        check_priority(priority)
+        valid = positions >= 0
+        positions, priority = positions[valid], priority[valid]
+        if positions.numel() and int(positions.max()) >= self.max_capacity:
+            raise IndexError(
+                f"update_priority: index {int(positions.max())} is outside the sampler's capacity "
+                f"[0, {self.max_capacity})."
+            )
+        self._write(positions, priority)
+
+    def _write(self, positions: torch.Tensor, raw: torch.Tensor) -> None:
+        if not positions.numel():
+            return
+        self._max_priority = max(self._max_priority, float(raw.max()))
+        value = torch.pow(raw + self.eps, self.alpha).to(self.dtype)
+        self._sum_tree.update(positions, value)
+        self._min_tree.update(positions, value)
+
+    def reduce(self, priority: torch.Tensor) -> torch.Tensor:
+        """Reduces ``[batch, ...]`` priorities to ``[batch]`` with ``self.reduction``."""
+        if priority.dim() <= 1:
+            return priority
+        flat = priority.reshape(priority.shape[0], -1)
+        if self.reduction in ("max", "min"):
+            return getattr(flat, self.reduction)(-1).values
+        return getattr(flat, self.reduction)(-1)
+
+    def priorities(self) -> torch.Tensor:
+        """The stored ``(p + eps) ** alpha`` values of every leaf."""
+        return self._sum_tree.values()
+
+    def empty(self) -> None:
+        self._sum_tree.clear()
+        self._min_tree.clear()
+        self._max_priority = 1.0
+
+    def state_dict(self) -> dict:
+        return {"sum": self._sum_tree.state_dict(), "min": self._min_tree.state_dict(),
+                "max_priority": self._max_priority, "alpha": self.alpha, "beta": self.beta}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        self._sum_tree.load_state_dict(state["sum"])
+        self._min_tree.load_state_dict(state["min"])
+        self._max_priority = state["max_priority"]
+        self.alpha, self.beta = state["alpha"], state["beta"]

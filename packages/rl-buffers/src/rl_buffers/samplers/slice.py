@@ -1,0 +1,219 @@
+"""Slice samplers: contiguous runs of steps from single trajectories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rl_buffers._layout import NestedKey, as_tuple
+from rl_buffers.samplers._trajectories import Trajectories, locate
+from rl_buffers.samplers.base import Sampler, check_not_empty
+from rl_buffers.storages.base import Storage
+
+
+def _replace_last(key: tuple[str, ...], name: str) -> tuple[str, ...]:
+    return (*key[:-1], name)
+
+
+class SliceSampler(Sampler):
+    """Samples ``num_slices`` slices of ``slice_len`` consecutive steps, each inside one trajectory.
+
+    Trajectories are located by ``traj_key`` (an id that changes between
+    trajectories) or by ``end_key`` (True on the last step; default
+    ``("next", "done")``); a slice never crosses a trajectory boundary, the
+    storage end or the write seam of a full ring buffer. Exactly one of
+    ``num_slices`` and ``slice_len`` is given; the batch size must be a
+    multiple of it. Samples are flat ``[batch_size]``, slice after slice.
+
+    In sampled TensorDicts the last step of each slice is marked truncated
+    (``truncated_key``, and ``done`` alongside), and the first one ``init_key``.
+
+    Args:
+        num_slices: slices per batch (``slice_len = batch_size // num_slices``).
+        slice_len: steps per slice (``num_slices = batch_size // slice_len``).
+        end_key: episode-end flag. Default: ``("next", "done")`` when no ``traj_key``.
+        traj_key: trajectory id entry, e.g. ``("collector", "traj_ids")``.
+        truncated_key: where to mark slice ends; ``None`` to leave samples unchanged.
+        init_key: where to mark slice starts; ``None`` to skip.
+        strict_length: skip trajectories shorter than ``slice_len`` (else their
+            slices are shorter and the batch smaller).
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from rl_buffers import LazyTensorStorage
+        >>> storage = LazyTensorStorage(20)
+        >>> ids = torch.tensor([0] * 6 + [1] * 6)
+        >>> storage.set(slice(0, 12), TensorDict(traj=ids, batch_size=[12]))
+        >>> index, _ = SliceSampler(slice_len=3, traj_key="traj").sample(storage, 6)
+        >>> ids[index].view(2, 3).unique(dim=1).shape[1]
+        1
+    """
+
+    def __init__(
+        self,
+        *,
+        num_slices: int | None = None,
+        slice_len: int | None = None,
+        end_key: NestedKey | None = None,
+        traj_key: NestedKey | None = None,
+        truncated_key: NestedKey | None = ("next", "truncated"),
+        init_key: NestedKey | None = "is_init",
+        strict_length: bool = True,
+    ) -> None:
+        if (num_slices is None) == (slice_len is None):
+            raise ValueError("pass exactly one of num_slices and slice_len.")
+        if end_key is not None and traj_key is not None:
+            raise ValueError("pass end_key or traj_key, not both.")
+        self.num_slices, self.slice_len = num_slices, slice_len
+        self.traj_key = as_tuple(traj_key) if traj_key is not None else None
+        self.end_key = as_tuple(end_key) if end_key is not None else (None if traj_key else ("next", "done"))
+        self.truncated_key = as_tuple(truncated_key) if truncated_key is not None else None
+        self.init_key = as_tuple(init_key) if init_key is not None else None
+        self.strict_length = strict_length
+        self._cache: tuple[int, int, Trajectories] | None = None
+
+    def _shape(self, batch_size: int) -> tuple[int, int]:
+        if self.num_slices is not None:
+            if batch_size % self.num_slices:
+                raise ValueError(f"batch_size={batch_size} is not a multiple of num_slices={self.num_slices}.")
+            return self.num_slices, batch_size // self.num_slices
+        if batch_size % self.slice_len:
+            raise ValueError(f"batch_size={batch_size} is not a multiple of slice_len={self.slice_len}.")
+        return batch_size // self.slice_len, self.slice_len
+
+    def trajectories(self, storage: Storage) -> Trajectories:
+        """The stored trajectories (cached until the storage is written again)."""
+        if not hasattr(storage, "get_leaf"):
+            raise TypeError("slice samplers need a tensor storage (LazyTensorStorage / LazyMemmapStorage).")
+        key = (id(storage), storage.write_count)
+        if self._cache is None or self._cache[:2] != key:
+            self._cache = (*key, locate(storage, end_key=self.end_key, traj_key=self.traj_key))
+        return self._cache[2]
+
+    def _eligible(self, trajs: Trajectories, slice_len: int) -> torch.Tensor:
+        eligible = (trajs.length >= slice_len).nonzero().squeeze(-1) if self.strict_length \
+            else torch.arange(trajs.length.numel())  # fmt: skip
+        if eligible.numel() == 0:
+            raise RuntimeError(
+                f"no stored trajectory has {slice_len} steps or more (longest: {int(trajs.length.max())}): "
+                "lower slice_len, raise num_slices, or pass strict_length=False."
+            )
+        return eligible
+
+    def _slices(self, trajs: Trajectories, chosen: torch.Tensor, slice_len: int,
+                anchor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """Flat positions ``[n * L]`` and a validity mask for slices in trajectories ``chosen``."""
+        start, length = trajs.start[chosen], trajs.length[chosen]
+        span = length.clamp(max=slice_len)
+        if anchor is None:
+            offset = (torch.rand(chosen.shape) * (length - span + 1)).long()
+        else:  # the slice contains `anchor` and stays inside its trajectory
+            offset = (anchor - start).clamp(max=length - span)
+        steps = torch.arange(slice_len)
+        valid = steps.unsqueeze(0) < span.unsqueeze(1)
+        flat = (start + offset).unsqueeze(1) + steps.unsqueeze(0)
+        return flat[valid], valid
+
+    def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
+        check_not_empty(storage)
+        n_slices, slice_len = self._shape(batch_size)
+        trajs = self.trajectories(storage)
+        eligible = self._eligible(trajs, slice_len)
+        chosen = eligible[torch.randint(eligible.numel(), (n_slices,))]
+        flat, valid = self._slices(trajs, chosen, slice_len)
+        return storage.unravel(flat), self._markers(valid)
+
+    @staticmethod
+    def _markers(valid: torch.Tensor) -> dict[str, Any]:
+        lengths = valid.sum(1)
+        ends = torch.cumsum(lengths, 0) - 1
+        total = int(lengths.sum())
+        last = torch.zeros(total, dtype=torch.bool)
+        last[ends] = True
+        first = torch.zeros(total, dtype=torch.bool)
+        first[ends - lengths + 1] = True
+        return {"_slice_end": last, "_slice_start": first}
+
+    def annotate(self, data: Any, info: dict[str, Any]) -> Any:
+        if "_slice_end" not in info:
+            return data
+        last, first = info["_slice_end"], info["_slice_start"]
+        if self.truncated_key is not None:
+            done_key = _replace_last(self.truncated_key, "done")
+            like = data.get(done_key, None) if hasattr(data, "get") else None
+            shape = like.shape if like is not None else (*last.shape, 1)
+            mark = last.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+            old_trunc = data.get(self.truncated_key, None)
+            data.set(self.truncated_key, mark | old_trunc if old_trunc is not None else mark)
+            if like is not None:
+                data.set(done_key, like | mark)
+        if self.init_key is not None:
+            old = data.get(self.init_key, None)
+            shape = old.shape if old is not None else (*first.shape, 1)
+            mark = first.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+            data.set(self.init_key, mark | old if old is not None else mark)
+        return data
+
+
+class SliceSamplerWithoutReplacement(SliceSampler):
+    """A :class:`SliceSampler` that visits each eligible trajectory once per epoch.
+
+    Each call takes the next ``num_slices`` trajectories of a permutation (one
+    random slice in each); ``ran_out`` is set after the last ones.
+
+    Args:
+        num_slices, slice_len, end_key, traj_key, truncated_key, init_key,
+        strict_length: as in :class:`SliceSampler`.
+        drop_last: drop the last call of an epoch if it has fewer trajectories.
+        shuffle: random trajectory order (``False``: storage order).
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from rl_buffers import LazyTensorStorage
+        >>> storage = LazyTensorStorage(20)
+        >>> storage.set(slice(0, 8), TensorDict(traj=torch.arange(8) // 2, batch_size=[8]))
+        >>> sampler = SliceSamplerWithoutReplacement(slice_len=2, traj_key="traj", shuffle=False)
+        >>> [sampler.sample(storage, 4)[0].tolist() for _ in range(2)]
+        [[0, 1, 2, 3], [4, 5, 6, 7]]
+    """
+
+    def __init__(self, *, drop_last: bool = False, shuffle: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.drop_last, self.shuffle = drop_last, shuffle
+        self._perm: torch.Tensor | None = None
+        self._pos = 0
+        self._epoch_key: tuple | None = None
+        self.ran_out = False
+
+    def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
+        check_not_empty(storage)
+        n_slices, slice_len = self._shape(batch_size)
+        trajs = self.trajectories(storage)
+        key = (id(storage), storage.write_count, slice_len)
+        if self._epoch_key == "restored":
+            self._epoch_key = key
+        if self._perm is None or self._epoch_key != key or self.ran_out:
+            eligible = self._eligible(trajs, slice_len)
+            self._perm = eligible[torch.randperm(eligible.numel())] if self.shuffle else eligible
+            self._pos, self._epoch_key, self.ran_out = 0, key, False
+        chosen = self._perm[self._pos : self._pos + n_slices]
+        if self.drop_last and chosen.numel() < n_slices:
+            raise RuntimeError("the epoch has no full batch left (drop_last=True): sample again for a new epoch.")
+        self._pos += chosen.numel()
+        left = self._perm.numel() - self._pos
+        if left == 0 or (self.drop_last and left < n_slices):
+            self.ran_out = True
+        flat, valid = self._slices(trajs, chosen, slice_len)
+        return storage.unravel(flat), self._markers(valid)
+
+    def empty(self) -> None:
+        self._perm, self._pos, self._epoch_key, self.ran_out = None, 0, None, False
+
+    def state_dict(self) -> dict:
+        return {"perm": self._perm, "pos": self._pos, "ran_out": self.ran_out}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._perm, self._pos, self.ran_out = state["perm"], state["pos"], state["ran_out"]
+        self._epoch_key = None if self._perm is None else "restored"
+

@@ -1,0 +1,93 @@
+"""A storage of arbitrary Python objects in a list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection
+
+from rl_buffers.storages.base import Storage
+
+
+class ListStorage(Storage):
+    """Keeps each item as is, in a Python list (any object: tensors, dicts, strings).
+
+    Args:
+        max_size: the capacity. Default: ``1000`` (TorchRL's default storage size).
+        device: unused, kept for TorchRL compatibility.
+
+    Examples:
+        >>> storage = ListStorage(3)
+        >>> storage.set(torch.tensor([0, 1]), ["a", "b"])
+        >>> storage.get(torch.tensor([1, 1]))
+        ['b', 'b']
+    """
+
+    def __init__(self, max_size: int | None = None, *, device: torch.device | str | None = None) -> None:
+        self.max_size = 1000 if max_size is None else int(max_size)
+        if self.max_size < 1:
+            raise ValueError(f"max_size must be >= 1, got {max_size}.")
+        self.ndim = 1
+        self._items: list[Any] = []
+        self._cursor = 0
+        self._write_count = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @staticmethod
+    def _as_items(data: Any) -> list[Any]:
+        if is_tensor_collection(data) or isinstance(data, torch.Tensor):
+            return list(data.unbind(0))
+        return list(data)
+
+    def n_items(self, data: Any) -> int:
+        if is_tensor_collection(data) or isinstance(data, torch.Tensor):
+            return data.shape[0]
+        return len(data)
+
+    def take(self, data: Any, start: int) -> Any:
+        return self._as_items(data)[start:]
+
+    def set(self, index: slice | torch.Tensor, data: Any) -> None:
+        items = self._as_items(data)
+        positions = range(self.max_size)[index] if isinstance(index, slice) else index.tolist()
+        if len(positions) != len(items):
+            raise ValueError(f"{len(positions)} positions for {len(items)} items.")
+        for pos, item in zip(positions, items):
+            if pos < 0 or pos > len(self._items) or pos >= self.max_size:
+                raise IndexError(f"ListStorage: cannot write position {pos} with {len(self._items)} items stored.")
+            if pos == len(self._items):
+                self._items.append(item)
+            else:
+                self._items[pos] = item
+        if positions:
+            self._cursor = (positions[-1] + 1) % self.max_size
+            self._write_count += 1
+
+    def get(self, index: torch.Tensor) -> list[Any]:
+        return [self._items[i] for i in torch.as_tensor(index).reshape(-1).tolist()]
+
+    def empty(self) -> None:
+        self._items = []
+        self._cursor = 0
+        self._write_count += 1
+
+    def dumps(self, path: Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save({"items": self._items, "cursor": self._cursor, "max_size": self.max_size},
+                   path / "list_storage.pt")  # fmt: skip
+
+    def loads(self, path: Path) -> None:
+        state = torch.load(Path(path) / "list_storage.pt", weights_only=False)
+        if state["max_size"] != self.max_size:
+            raise ValueError(
+                f"the checkpoint holds a ListStorage of max_size {state['max_size']}, this one has "
+                f"{self.max_size}: build the buffer with the same max_size."
+            )
+        self._items = state["items"]
+        self._cursor = state["cursor"]
+        self._write_count += 1

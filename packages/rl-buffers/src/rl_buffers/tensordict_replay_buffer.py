@@ -1,0 +1,157 @@
+"""Replay buffers of TensorDicts, uniform and prioritized."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_buffers._layout import NestedKey, as_tuple
+from rl_buffers.replay_buffer import ReplayBuffer
+from rl_buffers.samplers.prioritized import PrioritizedSampler
+from rl_buffers.segment_tree import Backend
+from rl_buffers.storages.base import Storage
+from rl_buffers.storages.list_storage import ListStorage
+from rl_buffers.writers import TensorDictRoundRobinWriter
+
+
+class TensorDictReplayBuffer(ReplayBuffer):
+    """A :class:`ReplayBuffer` of TensorDicts that writes ``"index"`` into written and sampled data.
+
+    Args:
+        priority_key: the entry :meth:`update_tensordict_priority` reads. Default: ``"td_error"``.
+        priority_weight_key: where sampled importance weights go. Default:
+            ``"_weight"`` (TorchRL 0.14 uses ``"priority_weight"``).
+        **kwargs: as in :class:`ReplayBuffer`.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from rl_buffers import LazyTensorStorage
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10), batch_size=2)
+        >>> _ = rb.extend(TensorDict(obs=torch.randn(4, 3), batch_size=[4]))
+        >>> sorted(rb.sample().keys())
+        ['index', 'obs']
+    """
+
+    def __init__(
+        self, *, priority_key: NestedKey = "td_error", priority_weight_key: NestedKey = "_weight", **kwargs: Any
+    ) -> None:
+        self.priority_key = as_tuple(priority_key)
+        self.priority_weight_key = as_tuple(priority_weight_key)
+        super().__init__(**kwargs)
+
+    def _default_writer(self) -> Any:
+        return TensorDictRoundRobinWriter()
+
+    def _ignored_keys(self) -> tuple:
+        return (("index",), self.priority_weight_key)
+
+    def _post_sample(self, data: Any, info: dict[str, Any]) -> Any:
+        if isinstance(data, TensorDictBase):
+            index = info["index"]
+            if isinstance(self._storage, ListStorage):
+                data = data.exclude("index", self.priority_weight_key)
+            data.set("index", index.to(data.device) if data.device is not None else index)
+            if "_weight" in info:
+                data.set(self.priority_weight_key, info["_weight"].to(data.device or "cpu"))
+            data = self._sampler.annotate(data, info)
+        return data
+
+    def extend(self, data: Any) -> torch.Tensor:
+        index = super().extend(data)
+        if isinstance(data, TensorDictBase) and data.get(self.priority_key, None) is not None \
+                and isinstance(self._sampler_priority(), PrioritizedSampler):  # fmt: skip
+            self.update_priority(data.get("index"), self._reduce(data.get(self.priority_key)))
+        return index
+
+    def _sampler_priority(self) -> Any:
+        return getattr(self._sampler, "priority", self._sampler)
+
+    def _reduce(self, priority: torch.Tensor) -> torch.Tensor:
+        sampler = self._sampler_priority()
+        batch = 1 if self._storage.ndim == 1 else 2
+        flat = priority.reshape(*priority.shape[:batch], -1) if priority.dim() > batch else priority
+        if flat.dim() > batch:
+            flat = sampler.reduce(flat.reshape(-1, flat.shape[-1])).reshape(flat.shape[:batch])
+        return flat
+
+    def update_tensordict_priority(self, data: TensorDictBase) -> None:
+        """Updates priorities from ``data[priority_key]`` at ``data["index"]`` (a sampled batch)."""
+        if "index" not in data.keys():
+            raise KeyError("update_tensordict_priority: the data has no 'index' entry; pass a sampled batch.")
+        priority = data.get(self.priority_key, None)
+        if priority is None:
+            raise KeyError(
+                f"update_tensordict_priority: the data has no {self.priority_key!r} entry; write the "
+                "per-sample priority (e.g. the loss's td_error) there first."
+            )
+        index = data.get("index")
+        priority = priority.detach()
+        if priority.dim() > 1 and priority.shape[0] == index.shape[0]:
+            priority = self._sampler_priority().reduce(priority)
+        self.update_priority(index, priority)
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """A :class:`ReplayBuffer` with a :class:`PrioritizedSampler` (Schaul et al., 2016).
+
+    Args:
+        alpha: prioritization exponent.
+        beta: importance-sampling exponent.
+        eps: added to priorities.
+        dtype: of the priority trees.
+        storage: default ``ListStorage(1000)``.
+        backend: segment-tree kernels (``"auto"``, ``"torch"``, ``"cpp"``, ``"cuda"``).
+        **kwargs: as in :class:`ReplayBuffer`.
+
+    Examples:
+        >>> rb = PrioritizedReplayBuffer(alpha=0.7, beta=1.1, collate_fn=lambda x: x, backend="torch")
+        >>> rb.add(1)
+        0
+        >>> rb.sample(1)
+        [1]
+        >>> rb.update_priority(1, 0.5)
+    """
+
+    def __init__(
+        self, *, alpha: float, beta: float, eps: float = 1e-8, dtype: torch.dtype = torch.float32,
+        storage: Storage | None = None, backend: Backend = "auto", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        storage = storage if storage is not None else ListStorage(1000)
+        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps, dtype, backend=backend)
+        super().__init__(storage=storage, sampler=sampler, **kwargs)
+
+
+class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
+    """A :class:`TensorDictReplayBuffer` with a :class:`PrioritizedSampler`.
+
+    Extending with data that holds ``priority_key`` uses it as the initial
+    priority; samples carry ``"index"`` and the weight under ``priority_weight_key``.
+
+    Args:
+        alpha, beta, eps, dtype, backend: as in :class:`PrioritizedReplayBuffer`.
+        priority_key: default ``"td_error"``.
+        reduction: reduces priorities with extra dims (``"max"``, ``"min"``, ``"sum"``, ``"mean"``).
+        priority_weight_key: default ``"_weight"``.
+        **kwargs: as in :class:`ReplayBuffer`.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> rb = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=1.1, backend="torch")
+        >>> _ = rb.extend(TensorDict({"a": torch.randn(2, 3)}, batch_size=[2]))
+        >>> sample = rb.sample(2)
+        >>> sorted(sample.keys())
+        ['_weight', 'a', 'index']
+        >>> sample["td_error"] = torch.rand(2)
+        >>> rb.update_tensordict_priority(sample)
+    """
+
+    def __init__(
+        self, *, alpha: float, beta: float, priority_key: NestedKey = "td_error", eps: float = 1e-8,
+        dtype: torch.dtype = torch.float32, storage: Storage | None = None, reduction: str = "max",
+        backend: Backend = "auto", **kwargs: Any,
+    ) -> None:  # fmt: skip
+        storage = storage if storage is not None else ListStorage(1000)
+        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps, dtype, reduction, backend=backend)
+        super().__init__(priority_key=priority_key, storage=storage, sampler=sampler, **kwargs)

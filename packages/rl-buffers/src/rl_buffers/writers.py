@@ -1,0 +1,190 @@
+"""Writers: where incoming items go in the storage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection
+
+from rl_buffers._layout import NestedKey, as_tuple
+from rl_buffers.storages.base import Storage
+
+
+class RoundRobinWriter:
+    """Writes at a cursor that wraps around: the oldest items are overwritten first.
+
+    Examples:
+        >>> from rl_buffers import LazyTensorStorage
+        >>> writer = RoundRobinWriter()
+        >>> writer.register_storage(LazyTensorStorage(3))
+        >>> writer.extend(torch.arange(4.0))
+        tensor([0, 1, 2, 0])
+    """
+
+    def __init__(self) -> None:
+        self._storage: Storage | None = None
+        self._cursor = 0
+
+    def register_storage(self, storage: Storage) -> None:
+        """Attaches the storage; the cursor resumes where the storage's last write ended."""
+        self._storage = storage
+        self._cursor = storage.last_cursor if len(storage) else 0
+
+    def add(self, data: Any) -> torch.Tensor:
+        """Writes one item batch of size 1 (the buffer adds the batch dim)."""
+        return self.extend(data)
+
+    def extend(self, data: Any) -> torch.Tensor:
+        """Writes a batch and returns the positions written, in order (``[n]``)."""
+        storage = self._storage
+        n = storage.n_items(data)
+        capacity = storage.write_capacity(data)
+        positions = (self._cursor + torch.arange(n)) % capacity
+        if n > capacity:  # only the last `capacity` items can survive; write just those
+            data = storage.take(data, n - capacity)
+            start = (self._cursor + n - capacity) % capacity
+            index = (start + torch.arange(capacity)) % capacity
+        elif self._cursor + n <= capacity:
+            index = slice(self._cursor, self._cursor + n)
+        else:
+            index = positions
+        if n:
+            storage.set(index, data)
+            self._cursor = (self._cursor + n) % capacity
+        return positions
+
+    def empty(self) -> None:
+        self._cursor = 0
+
+    def state_dict(self) -> dict:
+        return {"cursor": self._cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._cursor = int(state["cursor"])
+
+
+class TensorDictRoundRobinWriter(RoundRobinWriter):
+    """A :class:`RoundRobinWriter` for TensorDicts that also writes ``"index"`` into the data.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from rl_buffers import LazyTensorStorage
+        >>> writer = TensorDictRoundRobinWriter()
+        >>> writer.register_storage(LazyTensorStorage(3))
+        >>> data = TensorDict(x=torch.zeros(2), batch_size=[2])
+        >>> _ = writer.extend(data)
+        >>> data["index"]
+        tensor([0, 1])
+    """
+
+    def extend(self, data: Any) -> torch.Tensor:
+        index = super().extend(data)
+        if is_tensor_collection(data) and not data.is_locked:
+            _set_index(data, index, self._storage)
+        return index
+
+
+def _set_index(data: Any, positions: torch.Tensor, storage: Storage) -> None:
+    if storage.ndim == 1:
+        data.set("index", positions.to(data.device) if data.device is not None else positions)
+    else:
+        envs, steps = data.shape[0], data.shape[1]
+        env = torch.arange(envs).unsqueeze(-1).expand(envs, steps)
+        data.set("index", torch.stack([env, positions.expand(envs, steps)], -1))
+
+
+_REDUCTIONS = ("sum", "max", "min", "mean")
+
+
+class TensorDictMaxValueWriter:
+    """Keeps the ``max_size`` items of highest rank (e.g. the best episodes).
+
+    The rank of an item is ``data[rank_key]`` reduced over its non-batch dims.
+    A full storage replaces its lowest-ranked item when a higher one arrives;
+    items that rank too low are not written and get index ``-1``.
+
+    Args:
+        rank_key: the entry to rank by. Default: ``("next", "reward")``.
+        reduction: ``"sum"``, ``"max"``, ``"min"`` or ``"mean"`` over non-batch dims.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from rl_buffers import LazyTensorStorage
+        >>> writer = TensorDictMaxValueWriter(rank_key="r")
+        >>> writer.register_storage(LazyTensorStorage(2))
+        >>> writer.extend(TensorDict(r=torch.tensor([1.0, 5.0, 3.0]), batch_size=[3]))
+        tensor([-1,  0,  1])
+    """
+
+    def __init__(self, rank_key: NestedKey | None = None, reduction: str = "sum") -> None:
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}.")
+        self.rank_key = as_tuple(rank_key) if rank_key is not None else ("next", "reward")
+        self.reduction = reduction
+        self._storage: Storage | None = None
+        self._ranks: torch.Tensor | None = None
+
+    def register_storage(self, storage: Storage) -> None:
+        if storage.ndim != 1:
+            raise ValueError("TensorDictMaxValueWriter needs a 1-d storage (ndim=1).")
+        self._storage = storage
+        if self._ranks is None or self._ranks.numel() != storage.max_size:
+            self._ranks = torch.full((storage.max_size,), float("-inf"), dtype=torch.float64)
+
+    def _rank(self, data: Any) -> torch.Tensor:
+        if not is_tensor_collection(data):
+            raise TypeError("TensorDictMaxValueWriter writes TensorDicts only.")
+        try:
+            value = data.get(self.rank_key)
+        except KeyError:
+            value = None
+        if value is None:
+            raise KeyError(f"TensorDictMaxValueWriter: the data has no rank entry {self.rank_key!r}.")
+        value = value.reshape(value.shape[0], -1).double().cpu()
+        if self.reduction in ("max", "min"):
+            return getattr(value, self.reduction)(-1).values
+        return getattr(value, self.reduction)(-1)
+
+    def add(self, data: Any) -> torch.Tensor:
+        return self.extend(data)
+
+    def extend(self, data: Any) -> torch.Tensor:
+        """Writes the items that rank high enough; returns their positions (``-1`` = dropped)."""
+        rank = self._rank(data)
+        n, cap = rank.numel(), self._ranks.numel()
+        # Rank the stored items and the new ones together; keep the top `cap`
+        # (ties keep what is already stored).
+        pool = torch.cat([self._ranks, rank])
+        order = torch.sort(pool, descending=True, stable=True).indices[:cap]
+        kept = torch.zeros(pool.numel(), dtype=torch.bool)
+        kept[order] = True
+        new_kept = kept[cap:].nonzero().squeeze(-1)
+        free = (~kept[:cap]).nonzero().squeeze(-1)
+        # Fill empty positions first, lowest first, so that the storage stays dense.
+        stored = len(self._storage)
+        free = torch.cat([free[free >= stored], free[free < stored]])
+        positions = torch.full((n,), -1, dtype=torch.long)
+        if new_kept.numel():
+            targets = free[: new_kept.numel()]
+            positions[new_kept] = targets
+            self._write(targets, data[new_kept])
+            self._ranks[targets] = rank[new_kept]
+        if is_tensor_collection(data) and not data.is_locked:
+            data.set("index", positions)
+        return positions
+
+    def _write(self, targets: torch.Tensor, data: Any) -> None:
+        storage = self._storage
+        # fill empty positions in order so that the storage stays dense
+        order = torch.argsort(targets)
+        storage.set(targets[order], data[order])
+
+    def empty(self) -> None:
+        self._ranks.fill_(float("-inf"))
+
+    def state_dict(self) -> dict:
+        return {"ranks": self._ranks.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._ranks = state["ranks"].clone()
