@@ -152,7 +152,7 @@ def test_clone_equal_and_independent(name):
     spec = make(name, (2,))
     copy = spec.clone()
     assert copy == spec and copy is not spec
-    assert not (copy != spec)
+    assert (copy != spec) is False
     assert spec != make(name, (3,))
     assert spec != spec.to(torch.float64) or spec.dtype == torch.float64
     assert spec != "not a spec"

@@ -53,7 +53,7 @@ def make_composite_from_td(
 def _from_td(td: TensorDictBase, unsqueeze: bool) -> Composite:
     nb = td.batch_dims
     out = Composite(shape=td.batch_size)
-    for key in td:
+    for key in td.keys():  # noqa: SIM118 (iterating a TensorDict iterates its first dim)
         value = td.get(key)
         if isinstance(value, (NonTensorData, NonTensorStack)):
             example = value.data if isinstance(value, NonTensorData) else value.tolist()
