@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from tensordict import TensorDictBase
@@ -24,15 +24,61 @@ def _next(key: NestedKey) -> tuple[str, ...]:
     return ("next", key) if isinstance(key, str) else ("next", *key)
 
 
-def run_rnn_with_resets(
+ResetPath = Literal["auto", "packed", "loop"]
+
+
+def _cell_loop(
     rnn: nn.LSTM | nn.GRU, x: torch.Tensor, h0: States, is_init: torch.Tensor
+) -> tuple[torch.Tensor, States]:
+    """Layer by layer, step by step with the fused ATen cell; states reset where ``is_init``.
+
+    Returns the last layer's outputs ``[N, T, H]`` and every state after
+    every step, each ``[T, layers, N, H]``.
+    """
+    keep = (~is_init).to(x.dtype).unsqueeze(-1)  # [N, T, 1]
+    is_lstm = isinstance(rnn, nn.LSTM)
+    inp = x
+    layers: list[list[torch.Tensor]] = [[] for _ in h0]
+    for layer in range(rnn.num_layers):
+        weights = [
+            getattr(rnn, f"weight_ih_l{layer}"),
+            getattr(rnn, f"weight_hh_l{layer}"),
+            getattr(rnn, f"bias_ih_l{layer}", None),
+            getattr(rnn, f"bias_hh_l{layer}", None),
+        ]
+        state = tuple(h[layer] for h in h0)
+        per_step: list[list[torch.Tensor]] = [[] for _ in h0]
+        for t in range(x.shape[1]):
+            k = keep[:, t]
+            if is_lstm:
+                state = torch.lstm_cell(inp[:, t], (state[0] * k, state[1] * k), *weights)
+            else:
+                state = (torch.gru_cell(inp[:, t], state[0] * k, *weights),)
+            for j, s in enumerate(state):
+                per_step[j].append(s)
+        for j in range(len(h0)):
+            layers[j].append(torch.stack(per_step[j]))  # [T, N, H]
+        inp = layers[0][-1].transpose(0, 1)
+        if rnn.dropout and rnn.training and layer < rnn.num_layers - 1:
+            inp = nn.functional.dropout(inp, rnn.dropout, training=True)
+    return inp, tuple(torch.stack(ls, 1) for ls in layers)
+
+
+def run_rnn_with_resets(
+    rnn: nn.LSTM | nn.GRU,
+    x: torch.Tensor,
+    h0: States,
+    is_init: torch.Tensor,
+    reset_path: ResetPath = "auto",
 ) -> tuple[torch.Tensor, States, torch.Tensor]:
     """Run ``rnn`` over ``x [N, T, F]`` restarting from zero wherever ``is_init [N, T]``.
 
     ``h0`` (each ``[layers, N, H]``) is the state before step 0 (already zeroed
     where ``is_init[:, 0]``). With no reset after step 0 this is one ATen/cuDNN
-    call; otherwise the batch is cut into segments at the resets, padded,
-    packed and run as one call over all segments.
+    call. Otherwise, ``"packed"`` cuts the batch into segments at the
+    resets and runs them as one packed sequence (best with cuDNN), and
+    ``"loop"`` steps the fused ATen cell through time with the reset masks
+    (best on CPU, where packed sequences are slow); ``"auto"`` picks by device.
 
     Returns:
         ``(y [N, T, H], final states (each [layers, S, H]), last [S, 2])``: the
@@ -43,9 +89,14 @@ def run_rnn_with_resets(
     if not bool(is_init[:, 1:].any()):
         y, hn = rnn(x, h0 if len(h0) > 1 else h0[0])
         hn = hn if isinstance(hn, tuple) else (hn,)
-        last = torch.stack([torch.arange(n, device=x.device), torch.full((n,), t - 1, device=x.device)], -1)
-        return y, hn, last
+        arange = torch.arange(n, device=x.device)
+        return y, hn, torch.stack([arange, torch.full_like(arange, t - 1)], -1)
     seg = split_at_resets(is_init)
+    if reset_path == "loop" or (reset_path == "auto" and x.device.type != "cuda"):
+        y, every = _cell_loop(rnn, x, h0, is_init)
+        # State after each segment's last step: [T, L, N, H][t, :, n] -> [S, L, H].
+        finals = tuple(s[seg.last[:, 1], :, seg.last[:, 0]].transpose(0, 1) for s in every)
+        return y, finals, seg.last
     padded = pad_segments(x, seg)
     # Only the segment starting at t = 0 of each row uses h0; later ones start at zero.
     seg_h0 = tuple(
@@ -76,8 +127,12 @@ class _RecurrentModule(TensorDictModuleBase):
         out_keys: Sequence[NestedKey] | None,
         is_init_key: NestedKey,
         default_recurrent_mode: bool | None,
+        reset_path: ResetPath,
     ) -> None:
         who = type(self).__name__
+        if reset_path not in ("auto", "packed", "loop"):
+            raise ValueError(f"{who}: reset_path must be 'auto', 'packed' or 'loop', got {reset_path!r}.")
+        self.reset_path = reset_path
         n_states = len(self._state_names)
         if (in_key is None) == (in_keys is None):
             raise ValueError(f"{who}: pass exactly one of in_key= or in_keys=.")
@@ -219,7 +274,9 @@ class _RecurrentModule(TensorDictModuleBase):
             (s.reshape(n, t, *s.shape[-2:])[:, 0] * ~init[:, 0, None, None]).transpose(0, 1).contiguous()
             for s in states
         )
-        y, hn, last = run_rnn_with_resets(self.rnn, x.reshape(n, t, x.shape[-1]), h0, init)
+        y, hn, last = run_rnn_with_resets(
+            self.rnn, x.reshape(n, t, x.shape[-1]), h0, init, self.reset_path
+        )
         tensordict.set(self.output_key, y.reshape(*batch, t, y.shape[-1]))
         for key, h in zip(self.next_state_keys, hn, strict=True):
             full = h.new_zeros(n, t, h.shape[0], h.shape[2])
@@ -272,6 +329,10 @@ class LSTMModule(_RecurrentModule):
         lstm: an existing ``nn.LSTM`` to wrap instead of building one.
         default_recurrent_mode: mode outside any ``set_recurrent_mode`` block.
         is_init_key: the trajectory-start flag.
+        reset_path: how sequences with resets inside run: ``"loop"`` (fused
+            ATen cell stepped through time; fastest on CPU), ``"packed"``
+            (segments as one packed sequence; fastest with cuDNN) or
+            ``"auto"`` (by device). Both give the same values.
 
     Examples:
         >>> import torch
@@ -314,6 +375,7 @@ class LSTMModule(_RecurrentModule):
         lstm: nn.LSTM | None = None,
         default_recurrent_mode: bool | None = None,
         is_init_key: NestedKey = "is_init",
+        reset_path: ResetPath = "auto",
     ) -> None:
         super().__init__()
         if lstm is None:
@@ -325,7 +387,7 @@ class LSTMModule(_RecurrentModule):
             )
         _check_rnn(lstm, "LSTMModule")
         self.lstm = lstm
-        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode)
+        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path)
 
 
 class GRUModule(_RecurrentModule):
@@ -345,6 +407,10 @@ class GRUModule(_RecurrentModule):
         gru: an existing ``nn.GRU`` to wrap.
         default_recurrent_mode: mode outside any ``set_recurrent_mode`` block.
         is_init_key: the trajectory-start flag.
+        reset_path: how sequences with resets inside run: ``"loop"`` (fused
+            ATen cell stepped through time; fastest on CPU), ``"packed"``
+            (segments as one packed sequence; fastest with cuDNN) or
+            ``"auto"`` (by device). Both give the same values.
 
     Examples:
         >>> import torch
@@ -380,6 +446,7 @@ class GRUModule(_RecurrentModule):
         gru: nn.GRU | None = None,
         default_recurrent_mode: bool | None = None,
         is_init_key: NestedKey = "is_init",
+        reset_path: ResetPath = "auto",
     ) -> None:
         super().__init__()
         if gru is None:
@@ -391,4 +458,4 @@ class GRUModule(_RecurrentModule):
             )
         _check_rnn(gru, "GRUModule")
         self.gru = gru
-        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode)
+        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path)
