@@ -9,9 +9,11 @@ truncated at ``truncate_at`` steps if that comes first.
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from torch import nn
 
 
 class BoxSpec:
@@ -39,12 +41,14 @@ class ToyEnv:
         truncate_at: int | None = None,
         fail_after: int | None = None,
         hard_exit_after: int | None = None,
+        step_delay: float = 0.0,
     ) -> None:
         self.batch_size = torch.Size(batch_size)
         self.device = torch.device("cpu")
         self.action_spec = BoxSpec((*self.batch_size, 1))
         self.min_len, self.span, self.truncate_at = min_len, span, truncate_at
         self.fail_after, self.hard_exit_after = fail_after, hard_exit_after
+        self.step_delay = step_delay
         n = self.batch_size.numel()
         self._index = torch.arange(n, dtype=torch.float32).reshape(self.batch_size)
         self._step = torch.zeros(self.batch_size, dtype=torch.int64)
@@ -63,7 +67,7 @@ class ToyEnv:
         return {"done": term | trunc, "terminated": term, "truncated": trunc}
 
     def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
-        if tensordict is not None and "_reset" in tensordict.keys():
+        if tensordict is not None and tensordict.get("_reset", None) is not None:
             mask = tensordict.get("_reset").reshape(self.batch_size)
         else:
             mask = torch.ones(self.batch_size, dtype=torch.bool)
@@ -72,10 +76,10 @@ class ToyEnv:
         self._done = self._done & ~mask.unsqueeze(-1)
         zeros = torch.zeros((*self.batch_size, 1), dtype=torch.bool)
         flags = self._flags(zeros, zeros)
-        if tensordict is not None and "_reset" in tensordict.keys():
+        if tensordict is not None and tensordict.get("_reset", None) is not None:
             # Entries that are not reset keep their current flags.
             for key in flags:
-                if key in tensordict.keys():
+                if tensordict.get(key, None) is not None:
                     flags[key] = torch.where(mask.unsqueeze(-1), zeros, tensordict.get(key))
         return TensorDict({"observation": self._obs(), **flags}, batch_size=self.batch_size)
 
@@ -83,6 +87,8 @@ class ToyEnv:
         if self._done.any():
             raise RuntimeError("ToyEnv: stepping a done sub-env without reset.")
         self.total_steps += 1
+        if self.step_delay:
+            time.sleep(self.step_delay)
         if self.fail_after is not None and self.total_steps > self.fail_after:
             raise ValueError("ToyEnv failure injected for the crash test")
         if self.hard_exit_after is not None and self.total_steps > self.hard_exit_after:
@@ -111,7 +117,9 @@ class ToyEnv:
 class ToyEnvWithStepAndMaybeReset(ToyEnv):
     """Same env, offering ``step_and_maybe_reset`` itself (as rl_envs' EnvBase does)."""
 
-    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         tensordict = self.step(tensordict)
         nxt = tensordict.get("next").exclude("reward")
         done = nxt.get("done")
@@ -123,3 +131,33 @@ class ToyEnvWithStepAndMaybeReset(ToyEnv):
 def make_toy_env(**kwargs: object) -> ToyEnv:
     """Picklable constructor used by the multiprocess and Ray tests."""
     return ToyEnv(**kwargs)
+
+
+class ScalePolicy(nn.Module):
+    """Deterministic policy: ``action = clamp(weight * step / 10, -1, 1)``; weight starts at ``init``."""
+
+    def __init__(self, init: float = 0.0) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor(float(init)))
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        step = tensordict.get("observation")[..., :1]
+        tensordict.set("action", (self.weight * step / 10).clamp(-1, 1))
+        return tensordict
+
+
+def reference_rollout(env: ToyEnv, policy: nn.Module, steps: int) -> TensorDictBase:
+    """A plain loop (reset, act, step, reset the done ones, stack): what a collector must match."""
+    root = env.reset()
+    out = []
+    with torch.no_grad():
+        for _ in range(steps):
+            root = policy(root)
+            transition = env.step(root)
+            out.append(transition.clone())
+            nxt = transition.get("next").exclude("reward")
+            done = nxt.get("done")
+            if done.any():
+                nxt = env.reset(nxt.clone().set("_reset", done))
+            root = nxt
+    return torch.stack(out, -1)

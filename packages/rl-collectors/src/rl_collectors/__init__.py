@@ -6,11 +6,12 @@ from rl_collectors._batching import BatchTimings
 from rl_collectors._multi_base import WorkerError
 from rl_collectors.collector import Collector, SyncDataCollector
 from rl_collectors.multi_async import (
-    MultiaSyncDataCollector,
     MultiAsyncCollector,
     MultiAsyncDataCollector,
+    MultiaSyncDataCollector,
 )
 from rl_collectors.multi_sync import MultiSyncCollector, MultiSyncDataCollector
+from rl_collectors.ray_collector import RayCollector
 from rl_collectors.split import split_trajectories
 
 __version__ = _version("rl-collectors")
@@ -23,6 +24,7 @@ __all__ = [
     "MultiSyncCollector",
     "MultiSyncDataCollector",
     "MultiaSyncDataCollector",
+    "RayCollector",
     "SyncDataCollector",
     "WorkerError",
     "__version__",

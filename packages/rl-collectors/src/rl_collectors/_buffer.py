@@ -65,19 +65,19 @@ class StepBuffer:
         if tensor_leaves(transition) != self.keys:
             return False
         return all(
-            transition.get(key).shape[self.batch_dims :] == self.data.get(key).shape[self.batch_dims + 1 :]
+            transition.get(key).shape[self.batch_dims :]
+            == self.data.get(key).shape[self.batch_dims + 1 :]
             for key in self.keys
         )
 
     def write(self, step: int, transition: TensorDictBase, extra: list[torch.Tensor]) -> None:
         """Copy ``transition`` (and the ``stepwise`` extra leaves, in order) into step ``step``."""
-        try:
-            sources = [transition.get(key) for key in self.keys]
-        except KeyError as err:
-            missing = [k for k in self.keys if transition.get(k, None) is None]
+        sources = [transition.get(key, None) for key in self.keys]
+        if any(source is None for source in sources):
+            missing = [k for k, v in zip(self.keys, sources, strict=True) if v is None]
             raise KeyError(
                 f"step {step} of the batch lacks {missing}, which the first step of the batch had. "
                 "An env or policy must write the same keys at every step (fill them with a "
                 "default value when they have no meaning)."
-            ) from err
+            )
         torch._foreach_copy_(self._views[step], [*sources, *extra])

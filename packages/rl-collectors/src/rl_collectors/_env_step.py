@@ -22,7 +22,9 @@ TRUNCATED_KEY: NestedKey = "truncated"
 RESET_KEY = "_reset"
 
 
-def step_mdp(tensordict: TensorDictBase, reward_keys: Sequence[NestedKey] = ("reward",)) -> TensorDictBase:
+def step_mdp(
+    tensordict: TensorDictBase, reward_keys: Sequence[NestedKey] = ("reward",)
+) -> TensorDictBase:
     """Build the input of the next step from a transition.
 
     The contents of ``"next"`` move to the root; rewards are left out. Keys of
@@ -75,7 +77,7 @@ def partial_reset(env: Any, root: TensorDictBase, mask: torch.Tensor) -> TensorD
     fresh = env.reset(request)
     if fresh is None:
         raise RuntimeError("env.reset(td) returned None; the contract asks for a TensorDict.")
-    if RESET_KEY in fresh.keys():
+    if fresh.get(RESET_KEY, None) is not None:
         fresh = fresh.exclude(RESET_KEY)
     if mask.all():
         root.update(fresh)
@@ -114,7 +116,9 @@ def env_step_and_maybe_reset(
         return env.step_and_maybe_reset(tensordict)
     transition = env.step(tensordict)
     if transition is None:
-        raise RuntimeError("env.step(td) returned None; the contract asks for the TensorDict with 'next'.")
+        raise RuntimeError(
+            "env.step(td) returned None; the contract asks for the TensorDict with 'next'."
+        )
     next_root = step_mdp(transition, reward_keys)
     done = next_root.get(DONE_KEY)
     if done.any():

@@ -10,6 +10,7 @@ way the parent stops every worker and raises: no hang, no orphan.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import time
@@ -27,6 +28,7 @@ from rl_collectors._batching import BatchTimings, check_options
 from rl_collectors._policy import resolve_exploration_type
 from rl_collectors._weights import SharedWeights
 from rl_collectors._worker import WorkerSpec, worker_main
+from rl_collectors.collector import is_env_instance
 
 DeviceLike = torch.device | str | int | None
 _PRELOAD = ["torch", "tensordict", "rl_collectors._worker"]
@@ -38,7 +40,9 @@ def _context(start_method: str | None) -> Any:
     methods = mp.get_all_start_methods()
     method = start_method or ("forkserver" if "forkserver" in methods else "spawn")
     if method not in methods:
-        raise ValueError(f"mp_start_method={method!r} is not available here; choose from {methods}.")
+        raise ValueError(
+            f"mp_start_method={method!r} is not available here; choose from {methods}."
+        )
     context = mp.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(_PRELOAD)
@@ -87,11 +91,13 @@ class _MultiCollectorBase:
                 )
             env_fns = [create_env_fn] * num_workers
         elif num_workers is not None and num_workers != len(env_fns):
-            raise ValueError(f"num_workers={num_workers} but {len(env_fns)} env constructors were given.")
+            raise ValueError(
+                f"num_workers={num_workers} but {len(env_fns)} env constructors were given."
+            )
         if not env_fns:
             raise ValueError("a multiprocess collector needs at least one worker.")
         for fn in env_fns:
-            if not callable(fn) or (hasattr(fn, "step") and hasattr(fn, "reset")):
+            if not callable(fn) or is_env_instance(fn):
                 raise TypeError(
                     "each worker builds its own env: pass a picklable constructor (a class, a "
                     f"function, functools.partial, EnvCreator), not {type(fn).__name__} instances."
@@ -119,7 +125,9 @@ class _MultiCollectorBase:
         self.worker_timings: list[BatchTimings | None] = [None] * self.num_workers
 
         self._context = _context(mp_start_method)
-        self._weights = SharedWeights(policy, self._context) if isinstance(policy, nn.Module) else None
+        self._weights = (
+            SharedWeights(policy, self._context) if isinstance(policy, nn.Module) else None
+        )
         policy_bytes = pickle.dumps(policy) if policy is not None else None
         worker_random = math.ceil((init_random_frames or 0) / self.num_workers)
         collector_kwargs = {
@@ -320,7 +328,9 @@ class _MultiCollectorBase:
             "workers": workers,
         }
         if isinstance(self.policy, nn.Module):
-            state["policy_state_dict"] = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+            state["policy_state_dict"] = {
+                k: v.detach().clone() for k, v in self.policy.state_dict().items()
+            }
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -352,10 +362,8 @@ class _MultiCollectorBase:
             stop.value = 1
         for conn, proc in zip(self._conns, self._procs, strict=False):
             if proc.is_alive():
-                try:
+                with contextlib.suppress(BrokenPipeError, OSError):
                     conn.send(("close", None))
-                except (BrokenPipeError, OSError):
-                    pass
         deadline = time.monotonic() + timeout
         for proc in self._procs:
             proc.join(max(0.0, deadline - time.monotonic()))
@@ -378,10 +386,8 @@ class _MultiCollectorBase:
         self.shutdown()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.shutdown(timeout=1.0)
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import traceback
 from dataclasses import dataclass, field
@@ -82,14 +83,10 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass
     except BaseException:
-        try:
+        with contextlib.suppress(OSError, EOFError):
             conn.send(("error", traceback.format_exc()))
-        except (OSError, EOFError):
-            pass
     finally:
         if collector is not None:
-            try:
+            with contextlib.suppress(Exception):
                 collector.shutdown()
-            except Exception:
-                pass
         conn.close()

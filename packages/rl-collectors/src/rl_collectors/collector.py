@@ -39,9 +39,14 @@ from rl_collectors._policy import (
 DeviceLike = torch.device | str | int | None
 
 
+def is_env_instance(obj: Any) -> bool:
+    """An env object (as opposed to a class or a function that builds one)."""
+    return not isinstance(obj, type) and hasattr(obj, "step") and hasattr(obj, "reset")
+
+
 def _make_env(create_env_fn: Any, create_env_kwargs: dict[str, Any] | None) -> Any:
     """An env instance (returned as is) or the result of calling a constructor."""
-    if hasattr(create_env_fn, "step") and hasattr(create_env_fn, "reset"):
+    if is_env_instance(create_env_fn):
         if create_env_kwargs:
             raise ValueError(
                 "create_env_kwargs was given with an env instance; pass a constructor "
@@ -133,7 +138,12 @@ class Collector:
         self.env = _make_env(create_env_fn, create_env_kwargs)
         self.batch_size = torch.Size(self.env.batch_size)
         self._env_numel = self.batch_size.numel()
-        check_frames(frames_per_batch, total_frames, self._env_numel, f"env batch size {tuple(self.batch_size)}")
+        check_frames(
+            frames_per_batch,
+            total_frames,
+            self._env_numel,
+            f"env batch size {tuple(self.batch_size)}",
+        )
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
         self.max_frames_per_traj = max_frames_per_traj
@@ -148,7 +158,9 @@ class Collector:
         self.track_policy_version = track_policy_version
         self.progress_bar = progress_bar
 
-        self.env_device = torch.device(env_device or device or getattr(self.env, "device", None) or "cpu")
+        self.env_device = torch.device(
+            env_device or device or getattr(self.env, "device", None) or "cpu"
+        )
         self.storing_device = torch.device(storing_device or device or self.env_device)
         self._source_policy = policy
         self.policy, self.policy_device = self._place_policy(policy, policy_device or device)
@@ -255,10 +267,7 @@ class Collector:
         """Fill the first ``num_steps`` steps of the buffer; returns the number of steps written."""
         t_start = time.perf_counter()
         env_s = policy_s = 0.0
-        if self.reset_at_each_iter or self._root is None:
-            root = self._reset_all()
-        else:
-            root = self._root
+        root = self._reset_all() if self.reset_at_each_iter or self._root is None else self._root
         written = 0
         batch_shape = self.batch_size
         with torch.no_grad(), set_interaction_type(self.exploration_type):
@@ -268,6 +277,12 @@ class Collector:
                 t0 = time.perf_counter()
                 random = self._frames + step * self._env_numel < self.init_random_frames
                 root = self._act(root, random)
+                if step == 0 and root.get("action", None) is None:
+                    raise KeyError(
+                        f"the policy {type(self.policy).__name__} wrote no 'action' entry (keys: "
+                        f"{sorted(map(str, root.keys(include_nested=True)))}); a policy must write "
+                        "'action' (e.g. TensorDictModule(net, in_keys=['observation'], out_keys=['action']))."
+                    )
                 t1 = time.perf_counter()
                 transition, next_root = env_step_and_maybe_reset(
                     self.env, root, self._reward_keys, self._use_env_smr
@@ -325,7 +340,9 @@ class Collector:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         try:
             while True:
-                frames = frames_for_next_batch(self.frames_per_batch, self.total_frames, self._frames)
+                frames = frames_for_next_batch(
+                    self.frames_per_batch, self.total_frames, self._frames
+                )
                 if frames == 0:
                     return
                 written = self._collect(frames // self._env_numel)
@@ -393,7 +410,9 @@ class Collector:
         """
         missing = {"frames", "iter", "traj_counter"} - set(state_dict)
         if missing:
-            raise KeyError(f"load_state_dict: missing {sorted(missing)}; pass the output of state_dict().")
+            raise KeyError(
+                f"load_state_dict: missing {sorted(missing)}; pass the output of state_dict()."
+            )
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
         self._traj_counter = int(state_dict["traj_counter"])

@@ -8,7 +8,12 @@ from typing import Any
 
 from tensordict import TensorDictBase
 
-from rl_collectors._batching import check_frames, finish_batch, frames_for_next_batch, make_progress_bar
+from rl_collectors._batching import (
+    check_frames,
+    finish_batch,
+    frames_for_next_batch,
+    make_progress_bar,
+)
 from rl_collectors._multi_base import _MultiCollectorBase
 
 

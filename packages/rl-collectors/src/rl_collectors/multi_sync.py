@@ -10,7 +10,13 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_collectors._batching import check_frames, finish_batch, frames_for_next_batch, make_progress_bar, mark_invalid_tail
+from rl_collectors._batching import (
+    check_frames,
+    finish_batch,
+    frames_for_next_batch,
+    make_progress_bar,
+    mark_invalid_tail,
+)
 from rl_collectors._multi_base import _MultiCollectorBase
 
 
@@ -64,7 +70,11 @@ class MultiSyncCollector(_MultiCollectorBase):
         self.preemptive_threshold = preemptive_threshold
         self._preempt = preemptive_threshold is not None and preemptive_threshold < 1.0
         super().__init__(
-            create_env_fn, policy, frames_per_batch=frames_per_batch, total_frames=total_frames, **kwargs
+            create_env_fn,
+            policy,
+            frames_per_batch=frames_per_batch,
+            total_frames=total_frames,
+            **kwargs,
         )
 
     def _worker_frames_per_batch(self) -> int:
@@ -103,11 +113,15 @@ class MultiSyncCollector(_MultiCollectorBase):
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         preempt_after = (
-            math.ceil(self.preemptive_threshold * self.num_workers) if self._preempt else self.num_workers
+            math.ceil(self.preemptive_threshold * self.num_workers)
+            if self._preempt
+            else self.num_workers
         )
         try:
             while True:
-                frames = frames_for_next_batch(self.frames_per_batch, self.total_frames, self._frames)
+                frames = frames_for_next_batch(
+                    self.frames_per_batch, self.total_frames, self._frames
+                )
                 if frames == 0:
                     return
                 started = time.perf_counter()

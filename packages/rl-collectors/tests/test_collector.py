@@ -1,0 +1,256 @@
+"""The single-process Collector against a plain reference loop, option by option."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from rl_collectors_toy_env import (
+    ScalePolicy,
+    ToyEnv,
+    ToyEnvWithStepAndMaybeReset,
+    reference_rollout,
+)
+from tensordict import TensorDict
+from tensordict.nn import (
+    InteractionType,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
+from torch import nn
+
+from rl_collectors import Collector, SyncDataCollector, split_trajectories
+
+ENV_CLASSES = [ToyEnv, ToyEnvWithStepAndMaybeReset]
+BATCHES = [(), (3,), (2, 2)]
+
+
+def _expected_traj_ids(batch: TensorDict) -> torch.Tensor:
+    """Independent reference: a new id wherever the (sub-env, episode) pair changes."""
+    obs = batch["observation"]
+    return obs[..., 1] * 1000 + obs[..., 2]
+
+
+@pytest.mark.parametrize("env_class", ENV_CLASSES)
+@pytest.mark.parametrize("batch_size", BATCHES)
+def test_matches_reference_loop(env_class: type, batch_size: tuple[int, ...]) -> None:
+    numel = torch.Size(batch_size).numel()
+    steps = 12
+    policy = ScalePolicy(init=1.0)
+    collector = Collector(env_class(batch_size), policy, frames_per_batch=steps * numel, total_frames=2 * steps * numel)
+    batches = list(collector)
+    reference = reference_rollout(ToyEnv(batch_size), policy, 2 * steps)
+    assert [b.shape for b in batches] == [torch.Size([*batch_size, steps])] * 2
+    got = torch.cat(batches, -1)
+    for key in ["observation", "action", ("next", "observation"), ("next", "reward"), ("next", "done"),
+                ("next", "terminated"), ("next", "truncated"), "done"]:  # fmt: skip
+        torch.testing.assert_close(got[key], reference[key], msg=f"{key}")
+    assert got["collector", "traj_ids"].dtype == torch.int64
+
+
+@pytest.mark.parametrize("batch_size", BATCHES)
+def test_traj_ids_unique_and_continuous_across_batches(batch_size: tuple[int, ...]) -> None:
+    numel = torch.Size(batch_size).numel()
+    collector = Collector(ToyEnv(batch_size), None, frames_per_batch=5 * numel, total_frames=40 * numel)
+    got = torch.cat(list(collector), -1)
+    ids = got["collector", "traj_ids"].reshape(-1, got.shape[-1])
+    key = _expected_traj_ids(got).reshape(-1, got.shape[-1])
+    # Same id <=> same (sub-env, episode), across batch boundaries too.
+    pairs = {(int(i), float(k)) for i, k in zip(ids.flatten(), key.flatten(), strict=True)}
+    assert len({i for i, _ in pairs}) == len(pairs) == len({k for _, k in pairs})
+    assert ids.min() == 0
+
+
+@pytest.mark.parametrize("total", [30, 35, 8])
+def test_exact_total_frames_with_short_last_batch(total: int) -> None:
+    collector = Collector(ToyEnv(()), None, frames_per_batch=10, total_frames=total)
+    sizes = [b.numel() for b in collector]
+    assert sum(sizes) == total == collector.frames
+    assert sizes[:-1] == [10] * (len(sizes) - 1)
+    assert len(collector) == len(sizes)
+
+
+def test_init_random_frames_counted_in_total() -> None:
+    policy = ScalePolicy(init=0.0)  # always action 0
+    collector = Collector(
+        ToyEnv((2,)), policy, frames_per_batch=10, total_frames=30, init_random_frames=14
+    )
+    got = torch.cat(list(collector), -1)
+    assert got.numel() == 30
+    random_steps = (got["action"] != 0).squeeze(-1).all(0)
+    # 14 random frames over 2 sub-envs = the first 7 steps (uniform draws are never exactly 0).
+    assert random_steps.tolist() == [True] * 7 + [False] * 8
+
+
+def test_max_frames_per_traj_truncates_and_resets() -> None:
+    env = ToyEnv((2,), min_len=50, span=1)  # would never terminate within the test
+    collector = Collector(env, None, frames_per_batch=20, total_frames=40, max_frames_per_traj=4)
+    got = torch.cat(list(collector), -1)
+    trunc = got["next", "truncated"].squeeze(-1)
+    assert trunc[:, 3::4].all() and trunc.sum() == 20 // 4 * 2
+    assert (got["next", "done"] == got["next", "truncated"]).all()
+    assert got["observation"][..., 0].max() == 3  # steps 0..3 within each trajectory
+
+
+def test_reset_at_each_iter_starts_every_batch_fresh() -> None:
+    collector = Collector(ToyEnv((2,), min_len=50, span=1), None, frames_per_batch=6, total_frames=18,
+                          reset_at_each_iter=True)  # fmt: skip
+    batches = list(collector)
+    for batch in batches:
+        assert batch["observation"][..., 0].tolist() == [[0, 1, 2], [0, 1, 2]]
+    ids = [set(b["collector", "traj_ids"].flatten().tolist()) for b in batches]
+    assert ids[0].isdisjoint(ids[1]) and ids[1].isdisjoint(ids[2])
+
+
+def test_split_trajs_pads_and_masks() -> None:
+    collector = Collector(ToyEnv((2,)), None, frames_per_batch=20, total_frames=20, split_trajs=True)
+    out = collector.next()
+    mask = out["collector", "mask"]
+    assert mask.dtype == torch.bool and mask.shape == out.shape
+    assert int(mask.sum()) == 20
+    # Every row is one trajectory: one id, steps counting up from where it started.
+    for row in range(out.shape[0]):
+        ids = out["collector", "traj_ids"][row][mask[row]]
+        assert ids.unique().numel() == 1
+        steps = out["observation"][row, :, 0][mask[row]]
+        assert (steps.diff() == 1).all()
+        assert (out["observation"][row][~mask[row]] == 0).all()
+
+
+def test_flatten_postproc_and_return_same_td() -> None:
+    seen = []
+
+    def postproc(td: TensorDict) -> TensorDict:
+        seen.append(td.shape)
+        return td.set("extra", torch.ones(td.shape))
+
+    collector = Collector(ToyEnv((2,)), None, frames_per_batch=8, total_frames=16, flatten=True, postproc=postproc)
+    batches = list(collector)
+    assert seen == [torch.Size([8])] * 2 and all(b["extra"].shape == (8,) for b in batches)
+    same = Collector(ToyEnv(()), None, frames_per_batch=4, total_frames=8, return_same_td=True)
+    first, second = list(same)
+    assert first is second
+    fresh = Collector(ToyEnv(()), None, frames_per_batch=4, total_frames=8)
+    first, second = list(fresh)
+    assert first["observation"].data_ptr() != second["observation"].data_ptr()
+
+
+def test_replay_buffer_receives_batches() -> None:
+    class ListBuffer:
+        def __init__(self) -> None:
+            self.items: list[TensorDict] = []
+
+        def extend(self, td: TensorDict) -> None:
+            self.items.append(td)
+
+    buffer = ListBuffer()
+    collector = Collector(ToyEnv(()), None, frames_per_batch=5, total_frames=15, replay_buffer=buffer)
+    assert list(collector) == [None, None, None]
+    assert [b.shape for b in buffer.items] == [torch.Size([5])] * 3
+
+
+@pytest.mark.parametrize(
+    ("exploration_type", "deterministic"),
+    [(InteractionType.RANDOM, False), (InteractionType.DETERMINISTIC, True), ("mode", True)],
+)
+def test_exploration_type(exploration_type: InteractionType | str, deterministic: bool) -> None:
+    class LocScale(nn.Module):
+        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return obs[..., :1] / 10, torch.ones_like(obs[..., :1])
+
+    policy = ProbabilisticTensorDictSequential(
+        TensorDictModule(LocScale(), ["observation"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=torch.distributions.Normal),
+    )
+    collector = Collector(ToyEnv(()), policy, frames_per_batch=10, total_frames=10, exploration_type=exploration_type)
+    batch = collector.next()
+    assert torch.equal(batch["action"], batch["loc"]) == deterministic
+
+
+def test_update_policy_weights_and_version() -> None:
+    trainer_policy = ScalePolicy(init=0.0)
+    collector = Collector(ToyEnv(()), trainer_policy, frames_per_batch=6, total_frames=18, track_policy_version=True)
+    first = collector.next()
+    with torch.no_grad():
+        trainer_policy.weight.fill_(5.0)
+    collector.update_policy_weights_()
+    second = collector.next()
+    assert first["collector", "policy_version"].unique().tolist() == [0]
+    assert second["collector", "policy_version"].unique().tolist() == [1]
+    assert (first["action"] == 0).all() and (second["action"] != 0).any()
+    collector.update_policy_weights_({"weight": torch.tensor(0.0)})
+    assert trainer_policy.weight.item() == 0.0  # same module: weights loaded in place
+    assert collector.next() is not None and collector.next() is None
+
+
+def test_state_dict_resume_keeps_frames_and_ids() -> None:
+    policy = ScalePolicy(init=2.0)
+    first = Collector(ToyEnv((2,)), policy, frames_per_batch=10, total_frames=50)
+    seen = [first.next(), first.next()]
+    state = first.state_dict()
+    resumed_policy = ScalePolicy(init=0.0)
+    resumed = Collector(ToyEnv((2,)), resumed_policy, frames_per_batch=10, total_frames=50)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert resumed_policy.weight.item() == 2.0
+    assert sum(b.numel() for b in seen + rest) == 50 and resumed.frames == 50
+    old = set(torch.cat([b["collector", "traj_ids"].flatten() for b in seen]).tolist())
+    new = set(torch.cat([b["collector", "traj_ids"].flatten() for b in rest]).tolist())
+    assert old.isdisjoint(new) and min(new) > max(old)
+
+
+def test_timings_context_manager_and_alias() -> None:
+    env = ToyEnv(())
+    with SyncDataCollector(env, None, frames_per_batch=4, total_frames=4, progress_bar=True) as collector:
+        collector.next()
+        timings = collector.last_timings
+        assert timings.frames == 4 and timings.total_s >= timings.env_s + timings.policy_s > 0
+        assert "Collector" in repr(collector)
+    assert env.closed
+    collector.shutdown()  # twice is fine
+
+
+def test_endless_collector() -> None:
+    collector = Collector(ToyEnv(()), None, frames_per_batch=3)
+    for index, batch in enumerate(collector):
+        assert batch.shape == (3,)
+        if index == 4:
+            break
+    assert collector.frames == 15
+    with pytest.raises(TypeError, match="endless"):
+        len(collector)
+
+
+def test_constructor_and_factory() -> None:
+    collector = Collector(ToyEnv, None, create_env_kwargs={"batch_size": (2,)}, frames_per_batch=4)
+    assert collector.next().shape == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"frames_per_batch": 5}, ValueError, "multiple of 2"),
+        ({"frames_per_batch": 4, "total_frames": 7}, ValueError, "total_frames=7"),
+        ({"frames_per_batch": 4, "split_trajs": True, "flatten": True}, ValueError, "pick one"),
+        ({"frames_per_batch": 4, "exploration_type": "sometimes"}, ValueError, "sometimes"),
+        ({"frames_per_batch": 4, "max_frames_per_traj": 0}, ValueError, "max_frames_per_traj"),
+    ],
+)
+def test_bad_arguments_are_explained(kwargs: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        Collector(ToyEnv((2,)), None, **kwargs)
+
+
+def test_policy_without_action_key_is_reported() -> None:
+    collector = Collector(ToyEnv(()), lambda td: td, frames_per_batch=4)
+    with pytest.raises(KeyError, match="action"):
+        collector.next()
+
+
+def test_split_trajectories_on_collected_batch_round_trips() -> None:
+    batch = Collector(ToyEnv((3,)), None, frames_per_batch=30, total_frames=30).next()
+    split = split_trajectories(batch)
+    mask = split["collector", "mask"]
+    assert sorted(split["observation"][mask][:, 1:].tolist()) == sorted(
+        batch["observation"].reshape(-1, 3)[:, 1:].tolist()
+    )
