@@ -158,6 +158,22 @@ class TransformedEnv(EnvBase):
             next_td = t._step(tensordict, next_td)
         return next_td
 
+    def _reset_below(
+        self, transform: Transform, tensordict: TensorDictBase | None
+    ) -> TensorDictBase:
+        """Resets the base env and the transforms before ``transform`` (no-op resets)."""
+        preceding = []
+        for t in _flatten(self.transform):
+            if t is transform:
+                break
+            preceding.append(t)
+        out = self.base_env._reset(tensordict)
+        self.base_env._fill_missing_done(out, reset=True)
+        source = tensordict if tensordict is not None else out.empty()
+        for t in preceding:
+            out = t._reset(source, out)
+        return out
+
     def _set_seed(self, seed: int | None) -> None:
         self.base_env._set_seed(seed)
 

@@ -13,6 +13,7 @@ Worker protocol (one duplex pipe per worker, one-byte commands, replies
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 from collections.abc import Callable
@@ -145,18 +146,16 @@ def worker_loop(
                     raise RuntimeError(f"unknown worker command {cmd!r}")
                 conn.send_bytes(b"k")
             except Exception:
-                _reply_error(conn, {b"s": "step", b"r": "reset", b"d": "set_seed"}.get(cmd[:1], "?"))
+                _reply_error(
+                    conn, {b"s": "step", b"r": "reset", b"d": "set_seed"}.get(cmd[:1], "?")
+                )
     finally:
         if group is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort in a dying worker
                 group.close()
-            except Exception:  # closing is best effort in a dying worker
-                pass
 
 
 def _reply_error(conn: Any, what: str) -> None:
     message = f"during {what} in worker pid {os.getpid()}:\n{traceback.format_exc()}"
-    try:
+    with contextlib.suppress(BrokenPipeError, OSError):
         conn.send_bytes(b"e" + message.encode())
-    except (BrokenPipeError, OSError):
-        pass

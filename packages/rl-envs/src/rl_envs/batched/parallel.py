@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -322,10 +323,8 @@ class ParallelEnv(EnvBase):
 def _shutdown(procs: list[Any], conns: list[Any]) -> None:
     """Asks workers to stop, then terminates / kills the stubborn ones, and reaps all."""
     for conn in conns:
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):
             conn.send_bytes(b"c")
-        except (BrokenPipeError, OSError):
-            pass
     for proc in procs:
         proc.join(timeout=_JOIN_TIMEOUT_S)
         if proc.is_alive():
@@ -335,9 +334,7 @@ def _shutdown(procs: list[Any], conns: list[Any]) -> None:
             proc.kill()
             proc.join()
     for conn in conns:
-        try:
+        with contextlib.suppress(OSError):
             conn.close()
-        except OSError:
-            pass
     procs.clear()
     conns.clear()

@@ -1,32 +1,66 @@
 """Env transforms: one transform (or a tight family) per file, TorchRL names and semantics."""
 
+from rl_envs.transforms.action import ActionScaling, FlattenAction
+from rl_envs.transforms.action_discretizer import ActionDiscretizer
+from rl_envs.transforms.action_mask import ActionMask
 from rl_envs.transforms.cat_frames import CatFrames
+from rl_envs.transforms.cat_tensors import CatTensors
 from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
+from rl_envs.transforms.frame_skip import FrameSkipTransform
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from rl_envs.transforms.init_tracker import InitTracker
+from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
+from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.primer import TensorDictPrimer
+from rl_envs.transforms.reward_ops import (
+    BinarizeReward,
+    RewardClipping,
+    RewardScaling,
+    SignTransform,
+)
 from rl_envs.transforms.reward_sum import RewardSum
+from rl_envs.transforms.shape import FlattenObservation, UnsqueezeTransform
 from rl_envs.transforms.step_counter import StepCounter
+from rl_envs.transforms.terminate import TerminateTransform
+from rl_envs.transforms.time_max_pool import TimeMaxPool
 from rl_envs.transforms.transform import EnvSpecs, Transform
 from rl_envs.transforms.vecnorm import VecNorm
 
 __all__ = [
+    "ActionDiscretizer",
+    "ActionMask",
+    "ActionScaling",
+    "BinarizeReward",
     "CatFrames",
+    "CatTensors",
     "CenterCrop",
     "Compose",
     "DTypeCastTransform",
     "DoubleToFloat",
     "EnvSpecs",
+    "ExcludeTransform",
+    "FlattenAction",
+    "FlattenObservation",
+    "FrameSkipTransform",
     "GrayScale",
     "InitTracker",
+    "NoopResetEnv",
     "ObservationNorm",
+    "RenameTransform",
     "Resize",
+    "RewardClipping",
+    "RewardScaling",
     "RewardSum",
+    "SelectTransform",
+    "SignTransform",
     "StepCounter",
     "TensorDictPrimer",
+    "TerminateTransform",
+    "TimeMaxPool",
     "ToTensorImage",
     "Transform",
+    "UnsqueezeTransform",
     "VecNorm",
 ]

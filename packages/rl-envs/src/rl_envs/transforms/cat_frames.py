@@ -89,15 +89,16 @@ class CatFrames(Transform):
             fresh = self._fresh_buffer(frame)
             previous = self._buffers_by_key.get(in_key)
             if mask is not None and previous is not None and previous.shape == fresh.shape:
-                m = mask.reshape(*mask.shape[: tensordict_reset.batch_dims], *[1] * (fresh.ndim - tensordict_reset.batch_dims))
+                m = mask.reshape(
+                    *mask.shape[: tensordict_reset.batch_dims],
+                    *[1] * (fresh.ndim - tensordict_reset.batch_dims),
+                )
                 fresh = torch.where(m, fresh, previous)
             self._buffers_by_key[in_key] = fresh
             tensordict_reset.set(out_key, fresh.clone())
         return tensordict_reset
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             frame = get_or_raise(self, next_tensordict, in_key)
             buffer = self._buffers_by_key.get(in_key)

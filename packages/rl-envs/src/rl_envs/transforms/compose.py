@@ -51,9 +51,7 @@ class Compose(Transform):
             tensordict = t(tensordict)
         return tensordict
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for t in self.transforms:
             next_tensordict = t._step(tensordict, next_tensordict)
         return next_tensordict

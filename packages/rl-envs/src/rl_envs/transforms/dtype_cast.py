@@ -132,9 +132,7 @@ class DoubleToFloat(DTypeCastTransform):
         in_keys_inv: Sequence[NestedKey] | None = None,
         out_keys_inv: Sequence[NestedKey] | None = None,
     ) -> None:
-        super().__init__(
-            torch.float64, torch.float32, in_keys, out_keys, in_keys_inv, out_keys_inv
-        )
+        super().__init__(torch.float64, torch.float32, in_keys, out_keys, in_keys_inv, out_keys_inv)
 
 
 def _keys_of_dtype(composite: Any, dtype: torch.dtype) -> list[NestedKey]:

@@ -74,7 +74,12 @@ class ToTensorImage(Transform):
         self.shape_tolerant = shape_tolerant
 
     def _apply_transform(self, x: torch.Tensor) -> torch.Tensor:
-        if self.shape_tolerant and x.ndim >= 3 and x.shape[-1] not in (1, 3) and x.shape[-3] in (1, 3):
+        if (
+            self.shape_tolerant
+            and x.ndim >= 3
+            and x.shape[-1] not in (1, 3)
+            and x.shape[-3] in (1, 3)
+        ):
             return x.to(self.dtype)
         from_int = self.from_int if self.from_int is not None else not x.is_floating_point()
         x = x.movedim(-1, -3).to(self.dtype)
@@ -144,7 +149,9 @@ class Resize(Transform):
         return _like(spec, [*spec.shape[:-2], self.w, self.h])
 
     def extra_repr(self) -> str:
-        return f"w={self.w}, h={self.h}, interpolation={self.interpolation!r}, {super().extra_repr()}"
+        return (
+            f"w={self.w}, h={self.h}, interpolation={self.interpolation!r}, {super().extra_repr()}"
+        )
 
 
 class GrayScale(Transform):
@@ -217,8 +224,8 @@ class CenterCrop(Transform):
             raise ValueError(
                 f"CenterCrop({self.w}, {self.h}) is larger than the image ({rows}x{cols})."
             )
-        top = int(round((rows - self.w) / 2.0))
-        left = int(round((cols - self.h) / 2.0))
+        top = round((rows - self.w) / 2.0)
+        left = round((cols - self.h) / 2.0)
         return x[..., top : top + self.w, left : left + self.h]
 
     def transform_leaf_spec(self, spec: Any) -> Any:

@@ -42,9 +42,7 @@ class InitTracker(Transform):
         tensordict_reset.set(self.init_key, mask.clone())
         return tensordict_reset
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         next_tensordict.set(
             self.init_key,
             torch.zeros(

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
 
 from rl_envs.transforms._utils import NestedKey, get_or_raise
 from rl_envs.transforms.transform import Transform
@@ -167,9 +166,11 @@ class ObservationNorm(Transform):
 def _as_tensor(value: float | torch.Tensor | None) -> torch.Tensor | None:
     if value is None:
         return None
-    return torch.as_tensor(value, dtype=torch.get_default_dtype()) if not isinstance(
-        value, torch.Tensor
-    ) else value
+    return (
+        torch.as_tensor(value, dtype=torch.get_default_dtype())
+        if not isinstance(value, torch.Tensor)
+        else value
+    )
 
 
 def _squeeze_dims(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:

@@ -71,7 +71,9 @@ class TensorDictPrimer(Transform):
         if isinstance(default_value, Mapping):
             missing = set(keys_list) - set(default_value)
             if missing:
-                raise KeyError(f"TensorDictPrimer: default_value lacks keys {sorted(missing, key=str)}.")
+                raise KeyError(
+                    f"TensorDictPrimer: default_value lacks keys {sorted(missing, key=str)}."
+                )
             self.default_value = dict(default_value)
         else:
             value = 0.0 if default_value is None else default_value
@@ -103,9 +105,7 @@ class TensorDictPrimer(Transform):
             tensordict_reset.set(key, masked_fill_reset(tensordict, key, fresh))
         return tensordict_reset
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for key in self.out_keys:
             if next_tensordict.get(key, None) is None:
                 value = tensordict.get(key, None)

@@ -45,9 +45,7 @@ class RewardSum(Transform):
         in_keys = as_key_list(in_keys) or ["reward"]
         if out_keys is None:
             out_keys = (
-                ["episode_reward"]
-                if in_keys == ["reward"]
-                else [_episode_key(k) for k in in_keys]
+                ["episode_reward"] if in_keys == ["reward"] else [_episode_key(k) for k in in_keys]
             )
         super().__init__(in_keys, out_keys)
         self.reset_keys = as_key_list(reset_keys)
@@ -63,9 +61,7 @@ class RewardSum(Transform):
             tensordict_reset.set(out_key, masked_fill_reset(tensordict, out_key, zeros))
         return tensordict_reset
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             reward = get_or_raise(self, next_tensordict, in_key)
             previous = tensordict.get(out_key, None)

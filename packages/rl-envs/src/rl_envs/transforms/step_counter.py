@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.transforms._utils import get_or_raise, reset_mask
+from rl_envs.transforms._utils import reset_mask
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
 
@@ -69,9 +69,7 @@ class StepCounter(Transform):
                 tensordict_reset.set(self.truncated_key, torch.zeros(shape, dtype=torch.bool))
         return tensordict_reset
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         count = tensordict.get(self.step_count_key, None)
         if count is None:
             raise KeyError(
@@ -103,9 +101,7 @@ class StepCounter(Transform):
         batch = tuple(specs.observation.shape)
         device = specs.observation.device
         high = self.max_steps if self.max_steps is not None else torch.iinfo(torch.int64).max
-        count_spec = Bounded(
-            low=0, high=high, shape=(*batch, 1), dtype=torch.int64, device=device
-        )
+        count_spec = Bounded(low=0, high=high, shape=(*batch, 1), dtype=torch.int64, device=device)
         specs.observation[self.step_count_key] = count_spec
         specs.state[self.step_count_key] = count_spec.clone()
         if self.max_steps is not None and not _has(specs.done, self.truncated_key):

@@ -141,9 +141,7 @@ class Transform(nn.Module):
         """Transforms a TensorDict outside of an env (e.g. a replay-buffer sample)."""
         return self._call(tensordict)
 
-    def _step(
-        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
-    ) -> TensorDictBase:
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         """Transforms a step's output ``next_tensordict``; ``tensordict`` is its input."""
         return self._call(next_tensordict)
 

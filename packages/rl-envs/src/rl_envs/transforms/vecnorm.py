@@ -72,7 +72,7 @@ class VecNorm(Transform):
         if shared_td is not None:
             for key in self.in_keys:
                 for suffix in ("_sum", "_ssq", "_count"):
-                    if _flat(key) + suffix not in shared_td.keys():
+                    if _flat(key) + suffix not in shared_td.keys():  # noqa: SIM118 (TensorDict needs .keys())
                         raise KeyError(
                             f"VecNorm: shared_td lacks {_flat(key) + suffix!r}; build it with "
                             "VecNorm.build_td_for_shared_vecnorm(env, keys)."
@@ -94,7 +94,7 @@ class VecNorm(Transform):
 
     def _normalise(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> torch.Tensor:
         name = _flat(key)
-        if name + "_sum" not in self.stats.keys():
+        if name + "_sum" not in self.stats.keys():  # noqa: SIM118
             dtype = value.dtype if value.is_floating_point() else torch.get_default_dtype()
             self._init_key(key, value.shape[batch_dims:], dtype, value.device)
         total = self.stats.get(name + "_sum")
@@ -167,7 +167,10 @@ class VecNorm(Transform):
             )
             norms.append(
                 ObservationNorm(
-                    loc=mean.clone(), scale=std.clone(), in_keys=[in_key], out_keys=[out_key],
+                    loc=mean.clone(),
+                    scale=std.clone(),
+                    in_keys=[in_key],
+                    out_keys=[out_key],
                     standard_normal=True,
                 )
             )

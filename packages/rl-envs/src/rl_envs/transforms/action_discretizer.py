@@ -1,0 +1,121 @@
+"""``ActionDiscretizer``: a discrete action space over a continuous (Bounded) one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rl_envs.transforms._utils import NestedKey
+from rl_envs.transforms.transform import EnvSpecs, Transform
+
+_OFFSETS = {"median": 0.5, "low": 0.0, "high": 1.0}
+
+
+class ActionDiscretizer(Transform):
+    """Splits each dim of a Bounded action into ``num_intervals`` bins.
+
+    The policy picks one bin per action dim (``Categorical`` /
+    ``MultiCategorical`` indices with ``categorical=True``, one-hot vectors
+    otherwise); the inverse maps bin ``i`` of ``[low, high]`` to
+    ``low + (high - low) * (i + offset) / n`` with ``offset`` 0.5 (``"median"``,
+    the default), 0 (``"low"``), 1 (``"high"``) or uniform in [0, 1) (``"random"``).
+
+    Args:
+        num_intervals: bins per action dim (an int, or one per dim).
+        action_key: the env's action entry.
+        out_action_key: the outer name (default ``action_key``).
+        sampling: ``"median"``, ``"low"``, ``"high"`` or ``"random"`` (or an enum with that name).
+        categorical: indices (``True``) or one-hot vectors (``False``).
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = ActionDiscretizer(4)
+        >>> t.set_bounds(torch.tensor([-1.0]), torch.tensor([1.0]))
+        >>> t.inv(TensorDict(action=torch.tensor([0])))["action"]
+        tensor([-0.7500])
+    """
+
+    invertible = True
+
+    def __init__(
+        self,
+        num_intervals: int | torch.Tensor,
+        action_key: NestedKey = "action",
+        out_action_key: NestedKey | None = None,
+        sampling: Any = None,
+        categorical: bool = True,
+    ) -> None:
+        out_key = out_action_key if out_action_key is not None else action_key
+        super().__init__(in_keys_inv=[action_key], out_keys_inv=[out_key])
+        name = "median" if sampling is None else getattr(sampling, "name", sampling)
+        name = str(name).lower()
+        if name not in (*_OFFSETS, "random"):
+            raise ValueError(f"ActionDiscretizer: unknown sampling {sampling!r}.")
+        self.sampling = name
+        self.num_intervals = num_intervals
+        self.categorical = categorical
+        self.action_key = action_key
+        self.out_action_key = out_key
+        self.low: torch.Tensor | None = None
+        self.high: torch.Tensor | None = None
+
+    def set_bounds(self, low: torch.Tensor, high: torch.Tensor) -> None:
+        """The env action's feature-shaped bounds (set from the spec inside an env)."""
+        self.low, self.high = low, high
+
+    def _nvec(self, dims: int) -> torch.Tensor:
+        n = torch.as_tensor(self.num_intervals, dtype=torch.int64)
+        return n.expand(dims) if n.ndim == 0 else n
+
+    def _inv_apply_transform(self, x: torch.Tensor) -> torch.Tensor:
+        if self.low is None or self.high is None:
+            raise RuntimeError(
+                "ActionDiscretizer needs bounds: use it in an env or call set_bounds."
+            )
+        dims = self.low.shape[-1] if self.low.ndim else 1
+        nvec = self._nvec(dims).to(x.device)
+        if self.categorical:
+            idx = x.long()
+        else:
+            idx = torch.stack([c.long().argmax(-1) for c in x.split(nvec.tolist(), dim=-1)], -1)
+        if self.sampling == "random":
+            offset = torch.rand(idx.shape, device=x.device)
+        else:
+            offset = _OFFSETS[self.sampling]
+        low, high = self.low.to(x.device), self.high.to(x.device)
+        return low + (high - low) * (idx.to(low.dtype) + offset) / nvec.to(low.dtype)
+
+    def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
+        from rl_envs.specs import Bounded, Categorical, MultiCategorical, MultiOneHot, OneHot
+
+        action = specs.action[self.action_key]
+        if not isinstance(action, Bounded):
+            raise TypeError(
+                f"ActionDiscretizer needs a Bounded action spec at {self.action_key!r}, got "
+                f"{type(action).__name__}."
+            )
+        batch = tuple(specs.action.shape)
+        feature = tuple(action.shape[len(batch) :])
+        if len(feature) != 1:
+            raise ValueError(
+                f"ActionDiscretizer supports [*B, d] actions, got feature shape {feature}."
+            )
+        index = (0,) * len(batch)
+        self.low = action.space.low.expand(action.shape)[index].clone()
+        self.high = action.space.high.expand(action.shape)[index].clone()
+        nvec = self._nvec(feature[0])
+        if self.categorical:
+            if bool((nvec == nvec[0]).all()):
+                new: Any = Categorical(int(nvec[0]), shape=action.shape, device=action.device)
+            else:
+                new = MultiCategorical(nvec.tolist(), shape=action.shape, device=action.device)
+        elif feature[0] == 1:
+            new = OneHot(int(nvec[0]), shape=(*batch, int(nvec[0])), device=action.device)
+        else:
+            new = MultiOneHot(nvec.tolist(), shape=(*batch, int(nvec.sum())), device=action.device)
+        if self.out_action_key != self.action_key:
+            del specs.action[self.action_key]
+        specs.action[self.out_action_key] = new
+        return specs

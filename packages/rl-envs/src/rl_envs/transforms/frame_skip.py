@@ -1,0 +1,71 @@
+"""``FrameSkipTransform``: repeats each action ``frame_skip`` times."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_envs.transforms.transform import Transform
+
+
+class FrameSkipTransform(Transform):
+    """Repeats each action ``frame_skip`` times, summing the rewards, stopping at done.
+
+    The repeated steps go through the base env and the transforms placed
+    before this one; the output is the last step's, with the summed reward.
+
+    Args:
+        frame_skip: how many env steps one action lasts (>= 1).
+
+    Example:
+        >>> from rl_envs import PendulumEnv, TransformedEnv
+        >>> env = TransformedEnv(PendulumEnv(max_episode_steps=10), FrameSkipTransform(4))
+        >>> env.rollout(10).shape[-1]  # 10 base steps = 3 outer steps (4 + 4 + 2)
+        3
+    """
+
+    def __init__(self, frame_skip: int = 1) -> None:
+        if frame_skip < 1:
+            raise ValueError(f"FrameSkipTransform: frame_skip must be >= 1, got {frame_skip}.")
+        super().__init__()
+        self.frame_skip = frame_skip
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        env, _ = self._env_and_index()
+        if env is None:
+            raise RuntimeError("FrameSkipTransform steps an env: use it in a TransformedEnv.")
+        reward = next_tensordict.get("reward")
+        done = next_tensordict.get("done")
+        for _ in range(self.frame_skip - 1):
+            if bool(done.all()):
+                break
+            nxt = env._step_below(self, tensordict)
+            r = nxt.get("reward")
+            # entries already done keep their final step (and stop accumulating)
+            keep = done.reshape(*done.shape[: nxt.batch_dims], *[1] * (r.ndim - nxt.batch_dims))
+            reward = torch.where(keep, reward, reward + r)
+            if bool(done.any()):
+                nxt = _where(done, next_tensordict, nxt)
+            next_tensordict = nxt
+            done = next_tensordict.get("done")
+        next_tensordict.set("reward", reward)
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError("FrameSkipTransform steps an env: use it in a TransformedEnv.")
+
+    def extra_repr(self) -> str:
+        return f"frame_skip={self.frame_skip}"
+
+
+def _where(mask: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:
+    """``a`` where ``mask`` (``[*B, 1]``) else ``b``, key by key."""
+    out = b.clone(False)
+    nb = b.batch_dims
+    for key in b.keys(True, True):
+        va, vb = a.get(key, None), b.get(key)
+        if va is None or va.shape != vb.shape:
+            continue
+        m = mask.reshape(*mask.shape[:nb], *[1] * (vb.ndim - nb))
+        out.set(key, torch.where(m, va, vb))
+    return out

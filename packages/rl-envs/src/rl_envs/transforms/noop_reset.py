@@ -1,0 +1,75 @@
+"""``NoopResetEnv``: random actions after each reset (Atari start-state diversity)."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_envs.transforms._utils import reset_mask
+from rl_envs.transforms.transform import Transform
+
+_MAX_TRIALS = 10
+
+
+class NoopResetEnv(Transform):
+    """After each reset, runs up to ``noops`` random steps and starts from where they end.
+
+    The number of steps is uniform in ``[1, noops]`` with ``random=True``, else
+    ``noops``. The steps go through the base env and the transforms placed
+    before this one; if an episode ends during them, the env is reset and the
+    no-ops start over (at most 10 times). Batched envs run the no-ops on the
+    whole batch, on full resets only (partial resets skip them).
+
+    Args:
+        noops: the maximum number of no-op steps.
+        random: draw the number of steps (``True``) or always run ``noops``.
+
+    Example:
+        >>> from rl_envs import PendulumEnv, TransformedEnv, StepCounter
+        >>> env = TransformedEnv(PendulumEnv(), StepCounter())
+        >>> env.append_transform(NoopResetEnv(noops=3, random=False))
+        TransformedEnv(...)
+        >>> env.reset()["step_count"].item()
+        3
+    """
+
+    def __init__(self, noops: int = 30, random: bool = True) -> None:
+        if noops < 1:
+            raise ValueError(f"NoopResetEnv: noops must be >= 1, got {noops}.")
+        super().__init__()
+        self.noops = noops
+        self.random = random
+
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
+        env, _ = self._env_and_index()
+        if env is None:
+            raise RuntimeError("NoopResetEnv steps an env: use it in a TransformedEnv.")
+        mask = reset_mask(tensordict)
+        if mask is not None and not bool(mask.all()):
+            return tensordict_reset
+        reward_keys = list(env.base_env.full_reward_spec.keys(True, True))
+        for _ in range(_MAX_TRIALS):
+            n = int(torch.randint(1, self.noops + 1, ())) if self.random else self.noops
+            root = tensordict_reset
+            for _ in range(n):
+                step_in = root.clone(False)
+                step_in.update(env.base_env.full_action_spec.rand())
+                nxt = env._step_below(self, step_in)
+                if bool(nxt.get("done").any()):
+                    break
+                root = nxt.exclude(*reward_keys)
+            else:
+                return root
+            tensordict_reset = env._reset_below(self, None)
+        raise RuntimeError(
+            f"NoopResetEnv: episodes ended during the no-ops {_MAX_TRIALS} times in a row; "
+            "lower noops."
+        )
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError("NoopResetEnv steps an env: use it in a TransformedEnv.")
+
+    def extra_repr(self) -> str:
+        return f"noops={self.noops}, random={self.random}"
