@@ -2,6 +2,53 @@
 
 from importlib.metadata import version as _version
 
+from rl_objectives.a2c import A2CLoss
+from rl_objectives.common import LossModule
+from rl_objectives.ddpg import DDPGLoss
+from rl_objectives.discrete_sac import DiscreteSACLoss
+from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
+from rl_objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives.reinforce import ReinforceLoss
+from rl_objectives.sac import SACLoss
+from rl_objectives.td3 import TD3Loss
+from rl_objectives.utils import HardUpdate, SoftUpdate, TargetNetUpdater, distance_loss
+from rl_objectives.value import (
+    GAE,
+    TD0Estimator,
+    TD1Estimator,
+    TDLambdaEstimator,
+    ValueEstimators,
+    VTrace,
+    build_value_estimator,
+    register_value_estimator,
+)
+
 __version__ = _version("rl-objectives")
 
-__all__ = ["__version__"]
+__all__ = [
+    "GAE",
+    "A2CLoss",
+    "ClipPPOLoss",
+    "DDPGLoss",
+    "DQNLoss",
+    "DiscreteSACLoss",
+    "DistributionalDQNLoss",
+    "HardUpdate",
+    "KLPENPPOLoss",
+    "LossModule",
+    "PPOLoss",
+    "ReinforceLoss",
+    "SACLoss",
+    "SoftUpdate",
+    "TD0Estimator",
+    "TD1Estimator",
+    "TD3Loss",
+    "TDLambdaEstimator",
+    "TargetNetUpdater",
+    "VTrace",
+    "ValueEstimators",
+    "__version__",
+    "build_value_estimator",
+    "distance_loss",
+    "register_value_estimator",
+]

@@ -158,7 +158,10 @@ class ValueEstimatorBase(nn.Module):
         return get_entry(out, self.tensor_keys.value, owner=type(self).__name__, key_name="value")
 
     def _next_value(
-        self, td: TensorDictBase, target_params: TensorDictBase | None, params: TensorDictBase | None
+        self,
+        td: TensorDictBase,
+        target_params: TensorDictBase | None,
+        params: TensorDictBase | None,
     ) -> torch.Tensor:
         if self.value_network is None:
             return self._get(td, "value", under_next=True)

@@ -87,9 +87,7 @@ def _last_step(like: torch.Tensor, time_dim: int) -> torch.Tensor:
     return mask.view(shape)
 
 
-def discounted_cumsum(
-    x: torch.Tensor, discount: Scalar, *, time_dim: int = -2
-) -> torch.Tensor:
+def discounted_cumsum(x: torch.Tensor, discount: Scalar, *, time_dim: int = -2) -> torch.Tensor:
     """Reverse discounted cumulative sum ``y[t] = x[t] + discount[t] * y[t + 1]``.
 
     Args:
@@ -272,7 +270,9 @@ def td_lambda_return_estimate(
     """
     if terminated is None:
         terminated = done
-    _check(time_dim, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated)
+    _check(
+        time_dim, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated
+    )
     boot = gamma * _not(terminated, reward)
     cut = done | _last_step(reward, time_dim)
     cut_f = cut.to(reward.dtype)

@@ -99,7 +99,7 @@ class TD0Estimator(_TDBase):
         tensor([1.5000, 1.5000, 1.5000, 1.5000])
     """
 
-    def _returns(self, next_value, reward, done, terminated, time_dim):  # noqa: D102
+    def _returns(self, next_value, reward, done, terminated, time_dim):
         return td0_return_estimate(self.gamma, next_value, reward, terminated)
 
 
@@ -122,7 +122,7 @@ class TD1Estimator(_TDBase):
         tensor([3., 2., 1.])
     """
 
-    def _returns(self, next_value, reward, done, terminated, time_dim):  # noqa: D102
+    def _returns(self, next_value, reward, done, terminated, time_dim):
         return td_lambda_return_estimate(
             self.gamma, 1.0, next_value, reward, done, terminated, time_dim=time_dim
         )
@@ -178,7 +178,7 @@ class TDLambdaEstimator(_TDBase):
         )
         self.lmbda = lmbda
 
-    def _returns(self, next_value, reward, done, terminated, time_dim):  # noqa: D102
+    def _returns(self, next_value, reward, done, terminated, time_dim):
         return td_lambda_return_estimate(
             self.gamma, self.lmbda, next_value, reward, done, terminated, time_dim=time_dim
         )

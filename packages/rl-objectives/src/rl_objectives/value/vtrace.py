@@ -84,7 +84,9 @@ class VTrace(ValueEstimatorBase):
         # held outside the module tree: the loss owns and registers the actor
         self.__dict__["actor_network"] = actor_network
         if rho_thresh < c_thresh:
-            raise ValueError(f"V-trace needs rho_thresh >= c_thresh, got {rho_thresh} < {c_thresh}.")
+            raise ValueError(
+                f"V-trace needs rho_thresh >= c_thresh, got {rho_thresh} < {c_thresh}."
+            )
         self.rho_thresh = rho_thresh
         self.c_thresh = c_thresh
         self.average_adv = average_adv

@@ -1,0 +1,60 @@
+"""The entropy temperature shared by the SAC losses (Haarnoja et al. 2018, arXiv:1812.05905)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["Temperature", "sum_to_batch"]
+
+
+def sum_to_batch(x: torch.Tensor, batch_ndim: int) -> torch.Tensor:
+    """Sum every dimension after the first ``batch_ndim`` (e.g. per-dim log-probs)."""
+    if x.ndim > batch_ndim:
+        return x.sum(tuple(range(batch_ndim, x.ndim)))
+    return x
+
+
+class Temperature(nn.Module):
+    """``alpha = exp(log_alpha)``, learnable unless fixed, clamped to ``[min_alpha, max_alpha]``.
+
+    Args:
+        alpha_init: initial alpha.
+        min_alpha: lower clamp (``None``: none).
+        max_alpha: upper clamp (``None``: none).
+        fixed_alpha: keep alpha constant (a buffer, not a parameter).
+
+    Examples:
+        >>> t = Temperature(alpha_init=0.5)
+        >>> round(float(t.alpha()), 3)
+        0.5
+    """
+
+    def __init__(
+        self,
+        alpha_init: float = 1.0,
+        min_alpha: float | None = None,
+        max_alpha: float | None = None,
+        fixed_alpha: bool = False,
+    ) -> None:
+        super().__init__()
+        log_alpha = torch.tensor(math.log(alpha_init))
+        if fixed_alpha:
+            self.register_buffer("log_alpha", log_alpha)
+        else:
+            self.log_alpha = nn.Parameter(log_alpha)
+        self.min_log_alpha = math.log(min_alpha) if min_alpha is not None else None
+        self.max_log_alpha = math.log(max_alpha) if max_alpha is not None else None
+
+    def alpha(self) -> torch.Tensor:
+        """The detached temperature (clamping ``log_alpha`` in place when bounds are set)."""
+        if self.min_log_alpha is not None or self.max_log_alpha is not None:
+            with torch.no_grad():
+                self.log_alpha.clamp_(self.min_log_alpha, self.max_log_alpha)
+        return self.log_alpha.detach().exp()
+
+    def loss(self, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
+        """Per-sample ``-log_alpha * (log_prob + target_entropy)`` (``log_prob`` is detached)."""
+        return -self.log_alpha * (log_prob.detach() + target_entropy)

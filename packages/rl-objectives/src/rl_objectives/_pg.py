@@ -1,0 +1,156 @@
+"""Pieces shared by the policy-gradient losses (PPO family, A2C, REINFORCE)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from tensordict import TensorDictBase, is_tensor_collection
+from tensordict.nn import CompositeDistribution
+from tensordict.utils import NestedKey
+from torch import distributions as D
+
+from rl_objectives.utils import distance_loss
+
+__all__ = [
+    "critic_loss",
+    "entropy_of",
+    "log_prob_of",
+    "prev_log_prob",
+    "standardize",
+    "sum_leaves",
+    "weighted_entropy_loss",
+]
+
+
+def _to_batch(x: torch.Tensor, batch_ndim: int) -> torch.Tensor:
+    if x.ndim > batch_ndim:
+        return x.sum(tuple(range(batch_ndim, x.ndim)))
+    return x
+
+
+def sum_leaves(td: TensorDictBase, batch_ndim: int) -> torch.Tensor:
+    """Sum every leaf of ``td``, each first summed down to ``batch_ndim`` dims."""
+    total = None
+    for value in td.values(include_nested=True, leaves_only=True):
+        value = _to_batch(value, batch_ndim)
+        total = value if total is None else total + value
+    if total is None:
+        raise ValueError("got an empty TensorDict of log-probabilities or entropies.")
+    return total
+
+
+def log_prob_of(
+    dist: D.Distribution, td: TensorDictBase, action_key: NestedKey, batch_ndim: int
+) -> tuple[torch.Tensor, TensorDictBase | None]:
+    """Log-probability of the stored action, ``[*B]``; per-head entries too for composites."""
+    if isinstance(dist, CompositeDistribution):
+        lp = dist.log_prob(td)
+        if is_tensor_collection(lp):
+            return sum_leaves(lp, batch_ndim), lp
+        return _to_batch(lp, batch_ndim), None
+    action = td.get(action_key)
+    return _to_batch(dist.log_prob(action), batch_ndim), None
+
+
+def prev_log_prob(
+    td: TensorDictBase,
+    key: NestedKey,
+    heads: TensorDictBase | None,
+    batch_ndim: int,
+    owner: str,
+) -> torch.Tensor:
+    """The behaviour log-probability: ``key``, or the sum of the per-head entries of a composite."""
+    value = td.get(key, None)
+    if value is None and heads is not None:
+        missing = [k for k in heads.keys(True, True) if td.get(k, None) is None]
+        if not missing:
+            return sum_leaves(td.select(*heads.keys(True, True)), batch_ndim)
+    if value is None:
+        raise KeyError(
+            f"{owner} expected the behaviour log-probability {key!r} (its 'sample_log_prob' key) "
+            "in the input TensorDict, but it is missing. Collect with a policy that writes it "
+            f"(return_log_prob=True), or point the loss at your entry with "
+            f".set_keys(sample_log_prob=<your key>)."
+        )
+    if value.requires_grad:
+        raise RuntimeError(f"{owner}: the stored {key!r} requires grad; store it detached.")
+    return _to_batch(value, batch_ndim)
+
+
+def _analytic_entropy(dist: D.Distribution) -> bool:
+    if isinstance(dist, D.Independent):
+        return _analytic_entropy(dist.base_dist)
+    if isinstance(dist, D.TransformedDistribution):
+        return False
+    return type(dist).entropy is not D.Distribution.entropy
+
+
+def entropy_of(
+    dist: D.Distribution, batch_ndim: int, samples_mc: int
+) -> torch.Tensor | TensorDictBase:
+    """Entropy per sample ``[*B]`` (a TensorDict of heads for composites); Monte-Carlo if needed."""
+    if isinstance(dist, CompositeDistribution):
+        heads = list(dist.dists.values())
+        if all(_analytic_entropy(h) for h in heads):
+            return dist.entropy()
+        sample = dist.rsample((samples_mc,)) if dist.has_rsample else dist.sample((samples_mc,))
+        lp = dist.log_prob(sample)
+        if is_tensor_collection(lp):
+            return (-lp).apply(lambda x: _to_batch(x.mean(0), batch_ndim))
+        return -_to_batch(lp.mean(0), batch_ndim)
+    if _analytic_entropy(dist):
+        return _to_batch(dist.entropy(), batch_ndim)
+    sample = dist.rsample((samples_mc,)) if dist.has_rsample else dist.sample((samples_mc,))
+    return -_to_batch(dist.log_prob(sample).mean(0), batch_ndim)
+
+
+def weighted_entropy_loss(
+    entropy: torch.Tensor | TensorDictBase,
+    coeff: float | Mapping[NestedKey, float],
+    batch_ndim: int,
+) -> torch.Tensor:
+    """``-coeff * entropy``; with a mapping, one coefficient per composite head (leaf key)."""
+    if not isinstance(coeff, Mapping):
+        if is_tensor_collection(entropy):
+            entropy = sum_leaves(entropy, batch_ndim)
+        return -coeff * entropy
+    if not is_tensor_collection(entropy):
+        raise TypeError("a per-head entropy_coeff mapping needs a composite action distribution.")
+    total = None
+    for key, value in entropy.items(include_nested=True, leaves_only=True):
+        if key not in coeff:
+            raise KeyError(
+                f"entropy_coeff has no entry for the head {key!r}; given: {list(coeff)}."
+            )
+        term = -coeff[key] * _to_batch(value, batch_ndim)
+        total = term if total is None else total + term
+    return total
+
+
+def standardize(x: torch.Tensor, exclude_dims: tuple[int, ...] = ()) -> torch.Tensor:
+    """Zero mean, unit std over every dim except ``exclude_dims`` (std floored at 1e-4)."""
+    excl = {d % x.ndim for d in exclude_dims}
+    dims = tuple(d for d in range(x.ndim) if d not in excl)
+    loc = x.mean(dims, keepdim=True)
+    scale = x.std(dims, keepdim=True).clamp_min(1e-4)
+    return (x - loc) / scale
+
+
+def critic_loss(
+    target: torch.Tensor,
+    value: torch.Tensor,
+    loss_type: str,
+    clip_value: float | None,
+    old_value: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Value regression, optionally clipped around ``old_value`` (PPO value clipping)."""
+    loss = distance_loss(target, value, loss_type)
+    if clip_value is None:
+        return loss, None
+    delta = value - old_value
+    clipped = delta.clamp(-clip_value, clip_value)
+    loss_clipped = distance_loss(target, old_value + clipped, loss_type)
+    with torch.no_grad():
+        fraction = (clipped != delta).to(value.dtype).mean()
+    return torch.maximum(loss, loss_clipped), fraction

@@ -1,0 +1,147 @@
+"""A2C (Mnih et al. 2016, arXiv:1602.01783)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_objectives._nets import call, in_keys_of
+from rl_objectives._pg import critic_loss, entropy_of, log_prob_of, weighted_entropy_loss
+from rl_objectives.common import LossModule
+from rl_objectives.value.registry import ValueEstimators
+
+__all__ = ["A2CLoss"]
+
+
+class A2CLoss(LossModule):
+    """Advantage actor-critic: ``-log pi(a|s) * A``, an entropy bonus and a critic regression.
+
+    Args:
+        actor_network: policy with ``get_dist(td)``.
+        critic_network: TensorDict module writing ``state_value`` (optional).
+        entropy_bonus: add ``loss_entropy``.
+        samples_mc_entropy: samples for a Monte-Carlo entropy when it has no closed form.
+        entropy_coeff: entropy weight (default 0.01).
+        critic_coeff: critic weight.
+        loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        gamma: discount for the estimator (else its default, 0.99).
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        clip_value: clip the value prediction around the stored ``state_value``.
+        debug: raise on non-finite inputs.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import (TensorDictModule, ProbabilisticTensorDictModule,
+        ...                            ProbabilisticTensorDictSequential)
+        >>> actor = ProbabilisticTensorDictSequential(
+        ...     TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["logits"]),
+        ...     ProbabilisticTensorDictModule(["logits"], ["action"],
+        ...                                   distribution_class=torch.distributions.Categorical))
+        >>> critic = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> td = TensorDict({"observation": torch.randn(6, 3), "action": torch.randint(2, (6,)),
+        ...                  "advantage": torch.randn(6, 1), "value_target": torch.randn(6, 1)},
+        ...                 batch_size=[6])
+        >>> sorted(k for k in A2CLoss(actor, critic)(td).keys() if k.startswith("loss"))
+        ['loss_critic', 'loss_entropy', 'loss_objective']
+    """
+
+    @dataclass(frozen=True)
+    class _AcceptedKeys:
+        """Keys of :class:`A2CLoss`."""
+
+        advantage: NestedKey = "advantage"
+        value_target: NestedKey = "value_target"
+        value: NestedKey = "state_value"
+        action: NestedKey = "action"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        sample_log_prob: NestedKey = "action_log_prob"
+
+    default_keys = _AcceptedKeys
+    default_value_estimator = ValueEstimators.GAE
+    SUPPORTED_VALUE_ESTIMATORS = tuple(ValueEstimators)
+
+    def __init__(
+        self,
+        actor_network: nn.Module,
+        critic_network: nn.Module | None = None,
+        *,
+        entropy_bonus: bool = True,
+        samples_mc_entropy: int = 1,
+        entropy_coeff: float | None = None,
+        critic_coeff: float = 1.0,
+        loss_critic_type: str = "smooth_l1",
+        gamma: float | None = None,
+        reduction: str | None = None,
+        clip_value: float | None = None,
+        debug: bool = False,
+    ) -> None:
+        super().__init__(reduction=reduction, debug=debug)
+        if not hasattr(actor_network, "get_dist"):
+            raise TypeError(
+                f"A2CLoss needs an actor with get_dist(td); got {type(actor_network).__name__}."
+            )
+        self.convert_to_functional(actor_network, "actor_network")
+        if critic_network is not None:
+            self.convert_to_functional(critic_network, "critic_network")
+        else:
+            self.critic_network = None
+            critic_coeff = None
+        self.entropy_bonus = entropy_bonus
+        self.samples_mc_entropy = samples_mc_entropy
+        self.entropy_coeff = 0.01 if entropy_coeff is None else entropy_coeff
+        self.critic_coeff = critic_coeff
+        self.loss_critic_type = loss_critic_type
+        self.gamma = gamma
+        self.clip_value = clip_value
+
+    def _value_estimator_network(self) -> nn.Module | None:
+        return self.critic_network
+
+    def _value_estimator_keys(self) -> dict[str, NestedKey]:
+        k = self.tensor_keys
+        return {
+            "advantage": k.advantage, "value_target": k.value_target, "value": k.value,
+            "reward": k.reward, "done": k.done, "terminated": k.terminated,
+            "sample_log_prob": k.sample_log_prob, "action": k.action,
+        }  # fmt: skip
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Compute the losses (``loss_objective``, ``loss_entropy``, ``loss_critic``) and ``entropy``."""
+        td = tensordict.copy()
+        if td.get(self.tensor_keys.advantage, None) is None:
+            if self.critic_network is None:
+                raise KeyError("A2CLoss: no advantage in the input and no critic to compute it.")
+            self.value_estimator(td)
+        advantage = self._get(td, "advantage")
+        advantage = advantage.reshape(advantage.shape[: td.ndim])
+        dist = self.actor_network.get_dist(td.select(*in_keys_of(self.actor_network), strict=False))
+        log_prob, _ = log_prob_of(dist, td, self.tensor_keys.action, td.ndim)
+        out: dict[str, Any] = {"loss_objective": self._reduce(-log_prob * advantage)}
+        if self.entropy_bonus:
+            entropy = entropy_of(dist, td.ndim, self.samples_mc_entropy)
+            loss_entropy = weighted_entropy_loss(entropy, self.entropy_coeff, td.ndim)
+            out["entropy"] = (
+                (-loss_entropy / self.entropy_coeff).detach().mean()
+                if self.entropy_coeff
+                else torch.zeros(())
+            )
+            out["loss_entropy"] = self._reduce(loss_entropy)
+        if self.critic_coeff is not None:
+            target = self._get(td, "value_target")
+            old = self._get(td, "value") if self.clip_value else None
+            value = call(self.critic_network, td).get(self.tensor_keys.value)
+            loss, frac = critic_loss(target, value, self.loss_critic_type, self.clip_value, old)
+            out["loss_critic"] = self._reduce(
+                self.critic_coeff * loss.reshape((*loss.shape[: td.ndim], -1)).sum(-1)
+            )
+            if frac is not None:
+                out["value_clip_fraction"] = frac
+        return TensorDict(out, batch_size=[])

@@ -1,0 +1,252 @@
+"""``LossModule``: networks, target parameters, keys, value estimator and reduction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictParams
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_objectives._keys import get_entry, normalize_key
+from rl_objectives.value.registry import ValueEstimators, build_value_estimator
+
+__all__ = ["LossModule"]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class LossModule(nn.Module):
+    """Base of every loss.
+
+    What it gives a loss:
+
+    * networks registered with :meth:`convert_to_functional`; their target copies are
+      stored as buffers named ``target_<name>_params`` (a :class:`~tensordict.nn.TensorDictParams`
+      of detached clones, moved by ``.to()``, saved in ``state_dict``, absent from
+      ``parameters()``) and run through ``to_module``, which compiles without graph breaks;
+    * ``set_keys(...)`` over a frozen dataclass of default keys (``default_keys``);
+    * ``make_value_estimator(...)`` resolved through :mod:`rl_objectives.value.registry`;
+    * reduction (``"mean"``, ``"sum"``, ``"none"``) with optional importance weights;
+    * a ``debug`` flag: non-finite inputs raise.
+
+    Subclasses set ``default_keys``, ``default_value_estimator``, ``SUPPORTED_VALUE_ESTIMATORS``
+    and implement ``forward`` (returning a TensorDict of scalar ``loss_*`` entries plus
+    detached diagnostics).
+    """
+
+    @dataclass(frozen=True)
+    class _AcceptedKeys:
+        pass
+
+    default_keys: ClassVar[type] = _AcceptedKeys
+    default_value_estimator: ClassVar[ValueEstimators | None] = None
+    SUPPORTED_VALUE_ESTIMATORS: ClassVar[tuple[Any, ...]] = ()
+
+    def __init__(self, *, reduction: str | None = None, debug: bool = False) -> None:
+        super().__init__()
+        reduction = "mean" if reduction is None else reduction
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}.")
+        self.reduction = reduction
+        self.debug = debug
+        self._tensor_keys = self.default_keys()
+        self._network_names: list[str] = []
+        self._detached: dict[str, TensorDictBase] = {}
+        # held outside the module tree: the estimator's critic is one of our networks,
+        # and registering it twice would duplicate it in state_dict
+        self.__dict__["_value_estimator"] = None
+        self._value_estimator_hyperparams: dict[str, Any] = {}
+
+    # -- keys -----------------------------------------------------------------------
+
+    @property
+    def tensor_keys(self) -> Any:
+        """The keys in use: a frozen dataclass instance of ``default_keys``."""
+        return self._tensor_keys
+
+    def set_keys(self, **kwargs: NestedKey) -> LossModule:
+        """Change the keys this loss reads and writes; unknown names raise a ``ValueError``.
+
+        Returns:
+            ``self``, so calls chain.
+        """
+        valid = {f.name for f in fields(self._tensor_keys)}
+        unknown = sorted(set(kwargs) - valid)
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.set_keys got unknown key name(s) {unknown}; "
+                f"valid names are {sorted(valid)}."
+            )
+        self._tensor_keys = replace(
+            self._tensor_keys, **{k: normalize_key(v) for k, v in kwargs.items() if v is not None}
+        )
+        if self._value_estimator is not None:
+            self._value_estimator.set_keys(**self._value_estimator_keys())
+        return self
+
+    def _get(self, td: TensorDictBase, name: str, *, under_next: bool = False) -> torch.Tensor:
+        key = getattr(self._tensor_keys, name)
+        if under_next:
+            key = ("next", *key) if isinstance(key, tuple) else ("next", key)
+        return get_entry(td, key, owner=type(self).__name__, key_name=name, debug=self.debug)
+
+    def _weights(self, td: TensorDictBase) -> torch.Tensor | None:
+        """Importance weights of a prioritized sample, when present and enabled."""
+        if getattr(self, "use_prioritized_weights", False) in (False, "never"):
+            return None
+        key = getattr(self._tensor_keys, "priority_weight", None)
+        if key is None:
+            return None
+        return td.get(key, None)
+
+    # -- networks and targets -------------------------------------------------------
+
+    def convert_to_functional(
+        self, module: nn.Module, name: str, *, create_target_params: bool = False
+    ) -> None:
+        """Register ``module`` as ``self.<name>``, with a target copy if asked.
+
+        Args:
+            module: the network (any ``nn.Module``; TensorDict modules in practice).
+            name: attribute name, e.g. ``"actor_network"``.
+            create_target_params: store ``target_<name>_params`` (a detached clone).
+        """
+        setattr(self, name, module)
+        self._network_names.append(name)
+        if create_target_params:
+            target = TensorDict.from_module(module).data.clone()
+            setattr(self, f"target_{name}_params", TensorDictParams(target, no_convert=True))
+
+    def network_params(self, name: str) -> TensorDictBase:
+        """The live parameters (and buffers) of network ``name`` as a TensorDict.
+
+        Its leaves are the modules' own ``nn.Parameter`` objects, so an optimizer can take
+        ``params.values(True, True)``.
+        """
+        return TensorDict.from_module(getattr(self, name))
+
+    def detached_params(self, name: str) -> TensorDictBase:
+        """Detached views of network ``name``'s parameters (cached; rebuilt after ``.to()``)."""
+        cached = self._detached.get(name)
+        if cached is None:
+            cached = self.network_params(name).detach()
+            self._detached[name] = cached
+        return cached
+
+    def target_params(self, name: str) -> TensorDictBase:
+        """The target parameters of network ``name``; its detached parameters when it has none."""
+        target = getattr(self, f"target_{name}_params", None)
+        return target if target is not None else self.detached_params(name)
+
+    def target_pairs(self) -> list[tuple[TensorDictBase, TensorDictBase]]:
+        """``(online, target)`` parameter pairs, for :class:`~rl_objectives.SoftUpdate` and co."""
+        pairs = []
+        for name in self._network_names:
+            target = getattr(self, f"target_{name}_params", None)
+            if target is not None:
+                pairs.append((self.network_params(name), target))
+        return pairs
+
+    def _apply(self, fn: Any, recurse: bool = True) -> LossModule:
+        # .to() / .cuda() / .double() replace the parameter tensors: drop stale views
+        self._detached.clear()
+        return super()._apply(fn, recurse)
+
+    @property
+    def actor_network_params(self) -> TensorDictBase | None:
+        """Live actor parameters (TorchRL's attribute), ``None`` without an actor."""
+        return self.network_params("actor_network") if hasattr(self, "actor_network") else None
+
+    @property
+    def critic_network_params(self) -> TensorDictBase | None:
+        """Live critic parameters, ``None`` without a critic."""
+        return self.network_params("critic_network") if hasattr(self, "critic_network") else None
+
+    @property
+    def qvalue_network_params(self) -> TensorDictBase | None:
+        """Live Q-network parameters, ``None`` without Q-networks."""
+        return self.network_params("qvalue_network") if hasattr(self, "qvalue_network") else None
+
+    @property
+    def value_network_params(self) -> TensorDictBase | None:
+        """Live value-network parameters, ``None`` without one."""
+        return self.network_params("value_network") if hasattr(self, "value_network") else None
+
+    # -- value estimator ------------------------------------------------------------
+
+    def _value_estimator_keys(self) -> dict[str, NestedKey]:
+        """``set_keys`` arguments passed to the estimator (override to map the loss's keys)."""
+        return {}
+
+    def _value_estimator_network(self) -> nn.Module | None:
+        """The critic the estimator calls; ``None`` when the loss feeds values itself."""
+        return None
+
+    @property
+    def value_estimator(self) -> nn.Module:
+        """The estimator in use, built with ``default_value_estimator`` on first access."""
+        if self._value_estimator is None:
+            self.make_value_estimator(self.default_value_estimator)
+        return self._value_estimator
+
+    def _set_value_estimator(self, estimator: nn.Module) -> None:
+        # not nn.Module.__setattr__: that would register the estimator (and its critic) again
+        self.__dict__["_value_estimator"] = estimator
+
+    def make_value_estimator(self, value_type: Any = None, **hyperparams: Any) -> LossModule:
+        """Choose the value estimator.
+
+        Args:
+            value_type: a :class:`~rl_objectives.value.ValueEstimators` member, its name
+                (``"gae"``), any key registered with ``register_value_estimator``, or a ready
+                estimator module (used as is). ``None``: ``default_value_estimator``.
+            **hyperparams: estimator arguments (``gamma``, ``lmbda``, ...); the loss's
+                ``gamma`` is used when given to the loss and not here.
+
+        Returns:
+            ``self``.
+        """
+        if isinstance(value_type, nn.Module):
+            self._set_value_estimator(value_type)
+            return self
+        if value_type is None:
+            value_type = self.default_value_estimator
+        supported = self.SUPPORTED_VALUE_ESTIMATORS
+        if isinstance(value_type, ValueEstimators) and supported and value_type not in supported:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not support {value_type}; "
+                f"supported: {[v.name for v in supported]}."
+            )
+        gamma = getattr(self, "gamma", None)
+        if gamma is not None:
+            hyperparams.setdefault("gamma", gamma)
+        hyperparams.setdefault("debug", self.debug)
+        self._set_value_estimator(
+            build_value_estimator(
+                value_type,
+                loss=self,
+                value_network=self._value_estimator_network(),
+                keys=self._value_estimator_keys(),
+                **hyperparams,
+            )
+        )
+        return self
+
+    # -- reduction ------------------------------------------------------------------
+
+    def _reduce(self, loss: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """Reduce a per-sample loss; weighted mean is ``sum(w * l) / sum(w)``."""
+        if weights is not None:
+            weights = weights.reshape(weights.shape + (1,) * (loss.ndim - weights.ndim))
+            if self.reduction == "none":
+                return loss * weights
+            if self.reduction == "sum":
+                return (loss * weights).sum()
+            return (loss * weights).sum() / weights.expand_as(loss).sum()
+        if self.reduction == "none":
+            return loss
+        return loss.sum() if self.reduction == "sum" else loss.mean()

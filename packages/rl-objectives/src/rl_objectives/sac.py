@@ -1,0 +1,231 @@
+"""SAC for continuous actions (Haarnoja et al. 2018, arXiv:1801.01290 and arXiv:1812.05905)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_objectives._alpha import Temperature, sum_to_batch
+from rl_objectives._nets import in_keys_of, make_qvalue_networks, with_params
+from rl_objectives.common import LossModule
+from rl_objectives.utils import distance_loss
+from rl_objectives.value.registry import ValueEstimators
+
+__all__ = ["SACLoss"]
+
+
+class SACLoss(LossModule):
+    """Soft actor-critic (the version without a state-value network, "SAC v2").
+
+    * ``loss_qvalue = sum_i loss(Q_i(s, a), y)``, ``y = r + gamma * (min_i Q_target_i(s', a') -
+      alpha * log pi(a' | s'))`` with ``a' ~ pi(s')``;
+    * ``loss_actor = alpha * log pi(a~ | s) - min_i Q_i(s, a~)``, ``a~`` reparameterised, critics
+      detached;
+    * ``loss_alpha = -log_alpha * (log pi(a~ | s) + target_entropy)`` (only moves alpha).
+
+    The actor must offer ``get_dist(td)`` returning a distribution with ``rsample``
+    (e.g. ``ProbabilisticTensorDictSequential`` with a tanh-normal).
+
+    Args:
+        actor_network: the policy.
+        qvalue_network: one Q network (copied, re-initialised) or a list of ``num_qvalue_nets``.
+        value_network: must be ``None``; the state-value variant of SAC v1 is not provided.
+        num_qvalue_nets: number of critics.
+        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        alpha_init: initial temperature.
+        min_alpha: lower clamp of alpha.
+        max_alpha: upper clamp of alpha.
+        action_spec: spec-like object; its ``shape`` gives ``target_entropy="auto"``.
+        fixed_alpha: do not learn alpha.
+        target_entropy: a float, or ``"auto"`` for ``-prod(action shape)`` (taken from
+            ``action_spec``, else from the first batch's actions).
+        delay_actor: keep target actor parameters (used for the next action).
+        delay_qvalue: keep target critic parameters.
+        gamma: discount (else the estimator's default, 0.99).
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        debug: raise on non-finite inputs.
+
+    Examples:
+        >>> import torch
+        >>> from torch import distributions as D
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import (TensorDictModule, ProbabilisticTensorDictModule,
+        ...                            ProbabilisticTensorDictSequential, NormalParamExtractor)
+        >>> def normal(loc, scale):
+        ...     return D.Independent(D.Normal(loc, scale), 1)
+        >>> actor = ProbabilisticTensorDictSequential(
+        ...     TensorDictModule(torch.nn.Sequential(torch.nn.Linear(3, 4), NormalParamExtractor()),
+        ...                      ["observation"], ["loc", "scale"]),
+        ...     ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=normal))
+        >>> class Q(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.lin = torch.nn.Linear(5, 1)
+        ...     def forward(self, obs, act):
+        ...         return self.lin(torch.cat([obs, act], -1))
+        >>> q = TensorDictModule(Q(), ["observation", "action"], ["state_action_value"])
+        >>> td = TensorDict({
+        ...     "observation": torch.randn(8, 3), "action": torch.randn(8, 2),
+        ...     ("next", "observation"): torch.randn(8, 3), ("next", "reward"): torch.randn(8, 1),
+        ...     ("next", "done"): torch.zeros(8, 1, dtype=torch.bool),
+        ...     ("next", "terminated"): torch.zeros(8, 1, dtype=torch.bool)}, batch_size=[8])
+        >>> out = SACLoss(actor, q, target_entropy=-2.0)(td)
+        >>> sorted(k for k in out.keys() if k.startswith("loss"))
+        ['loss_actor', 'loss_alpha', 'loss_qvalue']
+    """
+
+    @dataclass(frozen=True)
+    class _AcceptedKeys:
+        """Keys of :class:`SACLoss`."""
+
+        action: NestedKey = "action"
+        value: NestedKey = "state_value"
+        state_action_value: NestedKey = "state_action_value"
+        priority: NestedKey = "td_error"
+        reward: NestedKey = "reward"
+        done: NestedKey = "done"
+        terminated: NestedKey = "terminated"
+        priority_weight: NestedKey = "_weight"
+
+    default_keys = _AcceptedKeys
+    default_value_estimator = ValueEstimators.TD0
+    SUPPORTED_VALUE_ESTIMATORS = (
+        ValueEstimators.TD0,
+        ValueEstimators.TD1,
+        ValueEstimators.TDLambda,
+    )
+
+    def __init__(
+        self,
+        actor_network: nn.Module,
+        qvalue_network: nn.Module | list[nn.Module],
+        value_network: nn.Module | None = None,
+        *,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "smooth_l1",
+        alpha_init: float = 1.0,
+        min_alpha: float | None = None,
+        max_alpha: float | None = None,
+        action_spec: Any = None,
+        fixed_alpha: bool = False,
+        target_entropy: str | float = "auto",
+        delay_actor: bool = False,
+        delay_qvalue: bool = True,
+        gamma: float | None = None,
+        reduction: str | None = None,
+        use_prioritized_weights: str | bool = "auto",
+        debug: bool = False,
+    ) -> None:
+        super().__init__(reduction=reduction, debug=debug)
+        if value_network is not None:
+            raise ValueError(
+                "SACLoss here implements SAC without a state-value network (value_network=None); "
+                "the SAC v1 variant with a V network is not provided."
+            )
+        if not hasattr(actor_network, "get_dist"):
+            raise TypeError(
+                "SACLoss needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential); "
+                f"got {type(actor_network).__name__}."
+            )
+        self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
+        qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
+        self.convert_to_functional(qnets, "qvalue_network", create_target_params=delay_qvalue)
+        self.temperature = Temperature(alpha_init, min_alpha, max_alpha, fixed_alpha)
+        self.num_qvalue_nets = num_qvalue_nets
+        self.loss_function = loss_function
+        self.fixed_alpha = fixed_alpha
+        self.delay_actor = delay_actor
+        self.delay_qvalue = delay_qvalue
+        self.gamma = gamma
+        self.use_prioritized_weights = use_prioritized_weights
+        if target_entropy == "auto":
+            shape = getattr(action_spec, "shape", None)
+            target_entropy = -float(math.prod(shape)) if shape is not None else None
+        self._target_entropy: float | None = target_entropy
+
+    @property
+    def log_alpha(self) -> torch.Tensor:
+        """The log-temperature (a parameter unless ``fixed_alpha``)."""
+        return self.temperature.log_alpha
+
+    @property
+    def target_entropy(self) -> float | None:
+        """The target entropy (``None`` until inferred from the first batch when ``"auto"``)."""
+        return self._target_entropy
+
+    def _value_estimator_keys(self) -> dict[str, NestedKey]:
+        k = self.tensor_keys
+        return {"value": k.value, "reward": k.reward, "done": k.done, "terminated": k.terminated}
+
+    def _sample(
+        self, td: TensorDictBase, params: TensorDictBase | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        actor = self.actor_network
+        td_in = td.select(*in_keys_of(actor), strict=False)
+        with with_params(params, actor):
+            dist = actor.get_dist(td_in)
+        action = dist.rsample()
+        return action, sum_to_batch(dist.log_prob(action), td.ndim)
+
+    def _qs(
+        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
+    ) -> torch.Tensor:
+        nets = self.qvalue_network
+        td_in = td.select(*in_keys_of(nets[0]), strict=False)
+        td_in.set(self.tensor_keys.action, action)
+        key = self.tensor_keys.state_action_value
+        with with_params(params, nets):
+            values = [net(td_in.copy()).get(key) for net in nets]
+        return torch.stack(values, 0).squeeze(-1)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Compute the three losses; writes ``td_error`` (max over critics) into ``tensordict``.
+
+        Returns:
+            ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and detached ``alpha``, ``entropy``.
+        """
+        keys = self.tensor_keys
+        weights = self._weights(tensordict)
+        action = self._get(tensordict, "action")
+        self._get(tensordict, "reward", under_next=True)
+        alpha = self.temperature.alpha()
+        if self._target_entropy is None:
+            self._target_entropy = -float(math.prod(action.shape[tensordict.ndim :]))
+        # critics
+        with torch.no_grad():
+            nxt = tensordict.get("next")
+            next_action, next_log_prob = self._sample(
+                nxt, self.target_params("actor_network") if self.delay_actor else None
+            )
+            next_q = self._qs(nxt, next_action, self.target_params("qvalue_network"))
+            next_value = (next_q.min(0).values - alpha * next_log_prob).unsqueeze(-1)
+        target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
+        pred = self._qs(tensordict, action, None)
+        td_error = (pred - target).detach().abs().max(0).values
+        tensordict.set(keys.priority, td_error)
+        loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
+        loss_q = self._reduce(loss_q, weights)
+        # actor: reparameterised sample, critics on detached parameters
+        new_action, log_prob = self._sample(tensordict, None)
+        q_new = (
+            self._qs(tensordict, new_action, self.detached_params("qvalue_network")).min(0).values
+        )
+        loss_actor = self._reduce(alpha * log_prob - q_new, weights)
+        loss_alpha = self._reduce(self.temperature.loss(log_prob, self._target_entropy), weights)
+        return TensorDict(
+            {
+                "loss_actor": loss_actor,
+                "loss_qvalue": loss_q,
+                "loss_alpha": loss_alpha,
+                "alpha": alpha,
+                "entropy": -log_prob.detach().mean(),
+            },
+            batch_size=[],
+        )
