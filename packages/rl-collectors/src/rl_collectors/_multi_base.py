@@ -176,6 +176,10 @@ class _MultiCollectorBase:
         sizes = {}
         for _ in range(self.num_workers):
             index, message = self._receive(set(range(self.num_workers)) - set(sizes))
+            if message[0] == "config_error":
+                self.shutdown()
+                error = ValueError if message[1] == "ValueError" else TypeError
+                raise error(f"worker {index}: {message[2]}")
             sizes[index] = torch.Size(message[1])
         if len(set(sizes.values())) != 1:
             self.shutdown()

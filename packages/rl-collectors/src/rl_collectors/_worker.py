@@ -48,14 +48,20 @@ def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
 def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop: Any) -> None:
     """Serve ``("collect", steps)``, ``("state_dict", None)``, ``("load_state_dict", sd)``, ``("close", None)``.
 
-    Replies ``("ready", batch_size)`` once, then ``("batch", buffer_or_None, steps_written, timings)``
+    Replies ``("ready", batch_size)`` once (or ``("config_error", type, message)`` if the
+    collector cannot be built from these arguments), then ``("batch", buffer_or_None, steps_written, timings)``
     per collect (the shared buffer is sent only when it is new). Any exception is sent back as
     ``("error", traceback)`` before the process exits; a closed pipe (parent gone) ends it quietly.
     """
     torch.set_num_threads(spec.num_threads)
     collector: Collector | None = None
     try:
-        collector = build_worker_collector(spec, shared_buffer=True)
+        try:
+            collector = build_worker_collector(spec, shared_buffer=True)
+        except (ValueError, TypeError) as err:
+            # A configuration error: the parent re-raises it as such, not as a crash.
+            conn.send(("config_error", type(err).__name__, str(err)))
+            return
         conn.send(("ready", tuple(collector.batch_size)))
         held_version = 0
         sent_generation = 0

@@ -1,0 +1,41 @@
+"""step_mdp and partial resets against the contract, on the toy env."""
+
+from __future__ import annotations
+
+import torch
+from rl_collectors_toy_env import ToyEnv
+from tensordict import TensorDict
+
+from rl_collectors._env_step import env_step_and_maybe_reset, partial_reset, step_mdp
+
+
+def test_step_mdp_moves_next_to_root_without_reward() -> None:
+    td = TensorDict(
+        {"observation": torch.zeros(2), "action": torch.ones(1), "loc": torch.ones(1),
+         "next": {"observation": torch.ones(2), "reward": torch.ones(1), "done": torch.zeros(1, dtype=torch.bool)}},
+        [],
+    )  # fmt: skip
+    out = step_mdp(td)
+    assert sorted(out.keys()) == ["done", "observation"]
+    assert (out["observation"] == 1).all()
+
+
+def test_partial_reset_touches_only_masked_entries() -> None:
+    env = ToyEnv((3,), min_len=50, span=1)
+    root = env.reset()
+    for _ in range(2):
+        root = env.step(root.set("action", torch.zeros(3, 1)))["next"].exclude("reward")
+    mask = torch.tensor([[True], [False], [True]])
+    out = partial_reset(env, root, mask)
+    assert out["observation"][:, 0].tolist() == [0, 2, 0]
+    assert out["observation"][:, 2].tolist() == [1, 0, 1]  # episode numbers
+
+
+def test_fallback_resets_done_sub_envs() -> None:
+    env = ToyEnv((2,), min_len=2, span=1)
+    root = env.reset()
+    steps = []
+    for _ in range(4):
+        transition, root = env_step_and_maybe_reset(env, root.set("action", torch.zeros(2, 1)), ("reward",), False)
+        steps.append((transition["next", "done"].squeeze(-1).tolist(), root["observation"][:, 0].tolist()))
+    assert steps == [([False, False], [1, 1]), ([True, True], [0, 0])] * 2

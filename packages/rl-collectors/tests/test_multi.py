@@ -1,0 +1,163 @@
+"""MultiSyncCollector / MultiAsyncCollector: shapes, frames, ids, weight sync, preemption, faults."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+
+import pytest
+import torch
+from rl_collectors_toy_env import ScalePolicy, make_toy_env
+
+from rl_collectors import (
+    MultiaSyncDataCollector,
+    MultiAsyncCollector,
+    MultiSyncCollector,
+    MultiSyncDataCollector,
+    WorkerError,
+)
+
+TOY_2 = functools.partial(make_toy_env, batch_size=(2,))
+
+
+def _ids_match_episodes(batches: list[torch.Tensor], ids: list[torch.Tensor], workers: list[torch.Tensor]) -> None:
+    """Same id <=> same (worker, sub-env, episode); checked over all batches together."""
+    pairs = set()
+    for obs, traj, worker in zip(batches, ids, workers, strict=True):
+        key = worker * 10**6 + obs[..., 1] * 1000 + obs[..., 2]
+        pairs |= {(int(i), float(k)) for i, k in zip(traj.flatten(), key.flatten(), strict=True) if i >= 0}
+    assert len({i for i, _ in pairs}) == len(pairs) == len({k for _, k in pairs})
+
+
+def test_sync_shapes_frames_ids_and_weight_sync() -> None:
+    policy = ScalePolicy(0.0)
+    with MultiSyncCollector(TOY_2, policy, num_workers=2, frames_per_batch=40, total_frames=120) as collector:
+        batches = []
+        for batch in collector:
+            batches.append(batch)
+            with torch.no_grad():
+                policy.weight.fill_(5.0)
+            collector.update_policy_weights_()
+        assert collector.frames == 120 and collector.last_timings.frames == 40
+    assert [b.shape for b in batches] == [torch.Size([2, 2, 10])] * 3
+    versions = [b["collector", "policy_version"].unique().tolist() for b in batches]
+    assert versions == [[0], [1], [2]]
+    # Version 0 acted with weight 0 (action 0); after the sync the workers act differently.
+    assert (batches[0]["action"] == 0).all()
+    assert (batches[1]["action"] != 0).any() and (batches[2]["action"] != 0).any()
+    worker = torch.arange(2).reshape(2, 1, 1).expand(2, 2, 10)
+    _ids_match_episodes([b["observation"] for b in batches], [b["collector", "traj_ids"] for b in batches],
+                        [worker] * 3)  # fmt: skip
+
+
+def test_sync_split_flatten_and_buffer() -> None:
+    class ListBuffer:
+        def __init__(self) -> None:
+            self.items: list = []
+
+        def extend(self, td: object) -> None:
+            self.items.append(td)
+
+    buffer = ListBuffer()
+    collector = MultiSyncDataCollector([TOY_2, TOY_2], None, frames_per_batch=8, total_frames=16, flatten=True,
+                                       replay_buffer=buffer)  # fmt: skip
+    assert list(collector) == [None, None]
+    assert [b.shape for b in buffer.items] == [torch.Size([8])] * 2
+    collector.shutdown()
+    split = MultiSyncCollector(TOY_2, None, num_workers=2, frames_per_batch=40, total_frames=40, split_trajs=True)
+    out = split.next()
+    split.shutdown()
+    assert int(out["collector", "mask"].sum()) == 40
+
+
+def test_async_frames_versions_and_outputs() -> None:
+    policy = ScalePolicy(0.0)
+    collector = MultiAsyncCollector(TOY_2, policy, num_workers=2, frames_per_batch=20, total_frames=210)
+    batches = []
+    for index, batch in enumerate(collector):
+        batches.append(batch)
+        if index == 1:
+            with torch.no_grad():
+                policy.weight.fill_(5.0)
+            collector.update_policy_weights_()
+    collector.shutdown()
+    assert sum(b.numel() for b in batches) == 210 == collector.frames
+    assert all(b.shape[0] == 2 for b in batches) and batches[-1].shape == (2, 5)
+    for batch in batches:
+        version = batch["collector", "policy_version"].unique().tolist()
+        assert len(version) == 1
+        # Each batch's actions agree with the weights of the version that produced it.
+        assert (batch["action"] == 0).all() == (version == [0])
+    assert batches[-1]["collector", "policy_version"].unique().tolist() == [1]
+    assert MultiaSyncDataCollector is MultiAsyncCollector
+
+
+def test_preemption_marks_uncollected_steps() -> None:
+    collector = MultiSyncCollector(
+        [TOY_2, TOY_2],
+        None,
+        frames_per_batch=400,
+        create_env_kwargs=[{}, {"step_delay": 0.05}],
+        preemptive_threshold=0.5,
+    )
+    batch = collector.next()
+    collector.shutdown()
+    mask = batch["collector", "mask"]
+    assert mask[0].all() and not mask[1].all() and mask[1, :, 0].all()
+    assert (batch["collector", "traj_ids"][~mask] == -1).all()
+    assert collector.frames == int(mask.sum())
+
+
+@pytest.mark.parametrize(
+    ("env_kwargs", "match"),
+    [({"fail_after": 15}, "ToyEnv failure injected"), ({"hard_exit_after": 15}, "exit code 3")],
+)
+def test_crashing_worker_raises_without_orphans(env_kwargs: dict, match: str) -> None:
+    collector = MultiSyncCollector(
+        [TOY_2, functools.partial(make_toy_env, batch_size=(2,), **env_kwargs)],
+        None,
+        frames_per_batch=40,
+        total_frames=400,
+    )
+    procs = list(collector._procs)
+    with pytest.raises(WorkerError, match=match):
+        for _ in collector:
+            pass
+    assert all(p._closed for p in procs)  # joined and released by shutdown
+    names = [p.name for p in multiprocessing.active_children()]
+    assert not any(name.startswith("rl-collectors-worker") for name in names)
+
+
+def test_state_dict_resume() -> None:
+    collector = MultiSyncCollector(TOY_2, ScalePolicy(1.0), num_workers=2, frames_per_batch=8, total_frames=40)
+    seen = [collector.next(), collector.next()]
+    state = collector.state_dict()
+    collector.shutdown()
+    resumed = MultiSyncCollector(TOY_2, ScalePolicy(0.0), num_workers=2, frames_per_batch=8, total_frames=40)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    resumed.shutdown()
+    assert resumed.frames == 40 and sum(b.numel() for b in seen + rest) == 40
+    assert resumed.policy.weight.item() == 1.0
+    old = set(torch.cat([b["collector", "traj_ids"].flatten() for b in seen]).tolist())
+    new = set(torch.cat([b["collector", "traj_ids"].flatten() for b in rest]).tolist())
+    assert old.isdisjoint(new)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"frames_per_batch": 30}, "not a multiple of 2"),
+        ({"frames_per_batch": 40, "total_frames": 42}, "total_frames=42"),
+    ],
+)
+def test_bad_frame_counts_are_explained(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        MultiSyncCollector(TOY_2, None, num_workers=2, **kwargs)
+
+
+def test_env_instances_are_refused() -> None:
+    from rl_collectors_toy_env import ToyEnv
+
+    with pytest.raises(TypeError, match="constructor"):
+        MultiSyncCollector([ToyEnv()], None, frames_per_batch=4)
