@@ -129,13 +129,6 @@ def check_env_specs(
     if seed is not None:
         env.set_seed(seed)
     batch = tuple(env.batch_size)
-    rollout = env.rollout(
-        3,
-        return_contiguous=return_contiguous,
-        tensordict=tensordict,
-        break_when_any_done=bool(break_when_any_done),
-    )
-    t = rollout.shape[len(batch)]
     obs_spec, act_spec = env.full_observation_spec, env.full_action_spec
     state_spec, done_spec = env.full_state_spec, env.full_done_spec
     reward_spec = env.full_reward_spec
@@ -147,15 +140,26 @@ def check_env_specs(
     for spec in (obs_spec, state_spec, done_spec, reward_spec):
         for k in spec.keys(True, True):
             expected[("next", *_as_tuple(k))] = spec[k]
-    got = {_as_tuple(k) for k in rollout.keys(True, True)}
-    missing = set(expected) - got
-    extra = got - set(expected)
-    if missing or extra:
-        raise AssertionError(
-            f"The rollout's keys do not match the env's specs: missing {sorted(missing)}, "
-            f"extra {sorted(extra)}. Every entry an env writes must be declared in its "
-            "observation/action/reward/done/state spec."
-        )
+
+    def compare_keys(td: TensorDictBase, what: str) -> None:
+        got = {_as_tuple(k) for k in td.keys(True, True)}
+        missing, extra = set(expected) - got, got - set(expected)
+        if missing or extra:
+            raise AssertionError(
+                f"The keys of {what} do not match the env's specs: missing {sorted(missing)}, "
+                f"extra {sorted(extra)}. Every entry an env writes must be declared in its "
+                "observation/action/reward/done/state spec."
+            )
+
+    compare_keys(env.rand_step(env.reset(tensordict)), "one rand_step()")
+    rollout = env.rollout(
+        3,
+        return_contiguous=return_contiguous,
+        tensordict=tensordict,
+        break_when_any_done=bool(break_when_any_done),
+    )
+    t = rollout.shape[len(batch)]
+    compare_keys(rollout, "a rollout")
     for key, spec in expected.items():
         value = rollout.get(key)
         want = (*batch, t, *spec.shape[len(batch) :])

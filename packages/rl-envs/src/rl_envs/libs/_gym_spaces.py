@@ -116,9 +116,7 @@ def flatten_space(
                 visit(sub, (*key, str(i)), (*path, i))
         else:
             spec = leaf_spec(sp, action=action, categorical=categorical, device=device)
-            np_dtype = np.zeros((), dtype=sp.dtype).dtype if sp.dtype is not None else None
-            if isinstance(spec, (OneHot, Categorical)) or type(spec).__name__.startswith("Multi"):
-                np_dtype = np.dtype(np.int64)
+            np_dtype = torch.empty((), dtype=spec.dtype).numpy().dtype
             leaves.append(Leaf(key, path, sp, spec, np_dtype))
 
     if isinstance(space, spaces.Dict) and not action:

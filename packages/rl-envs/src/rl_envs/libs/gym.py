@@ -212,7 +212,7 @@ class GymWrapper(EnvBase):
         for key, read, dtype, offset in self._readers:
             value = np.array(read(obs, info), dtype=dtype)
             if offset:
-                value = value - offset
+                value -= offset
             out[key] = torch.from_numpy(value)
         return out
 
@@ -272,7 +272,9 @@ class GymWrapper(EnvBase):
                 value = np.array(read(final_obs[i], fi), dtype=dtype)
                 if key[0] in self.info_keys:
                     value = np.array(fi.get(key[0], np.zeros_like(value)), dtype=dtype)
-                entries[key][i] = torch.from_numpy(value - offset if offset else value)
+                if offset:
+                    value -= offset
+                entries[key][i] = torch.from_numpy(value)
         return entries
 
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:

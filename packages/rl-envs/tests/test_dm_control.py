@@ -1,0 +1,45 @@
+"""DMControlEnv: cheetah-run specs, pixels, seeding, flags."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering (see the README)
+pytest.importorskip("dm_control")
+
+from rl_envs import DMControlEnv, check_env_specs
+
+
+def test_cheetah_run_specs_and_time_limit():
+    env = DMControlEnv("cheetah", "run")
+    env.set_seed(0)
+    check_env_specs(env)
+    assert env.action_spec.shape == (6,)
+    assert set(env.observation_spec.keys()) == {"position", "velocity"}
+    r = env.rollout(1000)
+    assert r.batch_size == (1000,)
+    assert r["next", "truncated"][-1].item() and not r["next", "terminated"].any()
+
+
+def test_seeding_determinism():
+    env = DMControlEnv("cheetah", "run")
+    runs = []
+    for _ in range(2):
+        env.set_seed(4)
+        torch.manual_seed(4)
+        runs.append(env.rollout(20))
+    assert (runs[0] == runs[1]).all()
+
+
+def test_pixels():
+    env = DMControlEnv(
+        "cheetah", "run", from_pixels=True, render_kwargs={"height": 32, "width": 48}
+    )
+    check_env_specs(env)
+    r = env.rollout(2)
+    assert r["next", "pixels"].shape == (2, 32, 48, 3)
+    assert r["next", "pixels"].dtype == torch.uint8
+    assert r["next", "pixels"].float().std() > 0

@@ -1,0 +1,241 @@
+"""EnvBase: the env contract, partial resets, rollouts and every input error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict
+
+from rl_envs import Bounded, Categorical, Composite, EnvBase, Unbounded, step_mdp
+from rl_envs.utils import check_env_specs
+
+
+class CountEnv(EnvBase):
+    """x += action each step; terminated when x >= limit. Reference dynamics are trivial."""
+
+    def __init__(self, batch_size=(), limit=3.0):
+        super().__init__(batch_size=batch_size)
+        self.limit = limit
+        self.observation_spec = Composite(observation=Unbounded(shape=(1,)))
+        self.action_spec = Bounded(0.0, 1.0, shape=(1,))
+        self.x = torch.zeros(*self.batch_size, 1)
+
+    def _reset(self, td):
+        mask = None if td is None else td.get("_reset", None)
+        fresh = torch.zeros_like(self.x)
+        self.x = fresh if mask is None else torch.where(mask, fresh, self.x)
+        return TensorDict(observation=self.x.clone(), batch_size=self.batch_size)
+
+    def _step(self, td):
+        self.x = self.x + td["action"]
+        terminated = self.x >= self.limit
+        return TensorDict(
+            observation=self.x.clone(),
+            reward=td["action"].clone(),
+            terminated=terminated,
+            batch_size=self.batch_size,
+        )
+
+    def _set_seed(self, seed):
+        pass
+
+
+def ones(env, value=1.0):
+    return lambda td: td.set("action", torch.full((*env.batch_size, 1), value))
+
+
+@pytest.mark.parametrize("batch_size", [(), (4,), (2, 3)])
+def test_contract_keys_shapes_dtypes(batch_size):
+    env = CountEnv(batch_size)
+    td = env.reset()
+    assert td.batch_size == torch.Size(batch_size)
+    for key in ("done", "terminated", "truncated"):
+        assert td[key].shape == (*batch_size, 1) and td[key].dtype == torch.bool
+        assert not td[key].any()
+    td = env.step(ones(env)(td))
+    assert td["next", "observation"].shape == (*batch_size, 1)
+    assert td["next", "reward"].shape == (*batch_size, 1)
+    nxt = td["next"]
+    assert torch.equal(nxt["done"], nxt["terminated"] | nxt["truncated"])
+    assert torch.equal(td["next", "observation"], torch.ones(*batch_size, 1))
+    check_env_specs(env)
+
+
+def test_specs_are_batched_and_unbatched():
+    env = CountEnv((5,))
+    assert env.action_spec.shape == (5, 1)
+    assert env.action_spec_unbatched.shape == (1,)
+    assert env.observation_spec["observation"].shape == (5, 1)
+    assert env.full_done_spec["done"].shape == (5, 1)
+    assert env.reward_spec.shape == (5, 1)
+    assert env.action_keys == ["action"] and env.reward_keys == ["reward"]
+    assert set(env.done_keys) == {"done", "terminated", "truncated"}
+
+
+def test_step_mdp_moves_next_to_root():
+    env = CountEnv()
+    td = env.step(ones(env)(env.reset()))
+    root = step_mdp(td)
+    assert set(root.keys()) == {"observation", "done", "terminated", "truncated"}
+    assert torch.equal(root["observation"], td["next", "observation"])
+
+
+def test_partial_reset_keeps_other_entries():
+    env = CountEnv((3,))
+    td = env.reset()
+    for _ in range(2):
+        td = step_mdp(env.step(ones(env)(td)))
+    td.set("_reset", torch.tensor([[True], [False], [True]]))
+    out = env.reset(td)
+    assert "_reset" not in out
+    assert torch.equal(out["observation"], torch.tensor([[0.0], [2.0], [0.0]]))
+
+
+def test_step_and_maybe_reset_resets_done_entries_only():
+    env = CountEnv((2,), limit=2.0)
+    td = env.reset()
+    td.set("action", torch.tensor([[1.0], [0.0]]))
+    td, root = env.step_and_maybe_reset(td)
+    td, root = env.step_and_maybe_reset(root.set("action", torch.tensor([[1.0], [0.0]])))
+    assert td["next", "done"].flatten().tolist() == [True, False]
+    assert td["next", "observation"].flatten().tolist() == [2.0, 0.0]  # true final obs
+    assert root["observation"].flatten().tolist() == [0.0, 0.0]
+    assert not root["done"].any()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "steps"),
+    [({}, 3), ({"break_when_any_done": False}, 7), ({"break_when_all_done": True}, 3)],
+)
+def test_rollout_break_modes(kwargs, steps):
+    env = CountEnv(limit=3.0)
+    r = env.rollout(7, ones(env), **kwargs)
+    assert r.batch_size == (steps,)
+    if kwargs.get("break_when_any_done") is False:
+        # reference: x counts 1,2,3 then resets -> 1,2,3,1
+        assert r["next", "observation"].flatten().tolist() == [1, 2, 3, 1, 2, 3, 1]
+        assert r["observation"].flatten().tolist() == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_rollout_break_when_all_done_freezes_finished_entries():
+    env = CountEnv((2,), limit=2.0)
+
+    def policy(td):
+        return td.set("action", torch.tensor([[1.0], [0.5]]))
+
+    r = env.rollout(10, policy, break_when_all_done=True)
+    assert r.batch_size == (2, 4)
+    # entry 0 is done at step 1 and repeats it afterwards
+    assert r["next", "observation"][0].flatten().tolist() == [1.0, 2.0, 2.0, 2.0]
+    assert r["next", "observation"][1].flatten().tolist() == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_rollout_out_and_lazy_and_callback():
+    env = CountEnv((2,), limit=100.0)
+    ref = env.rollout(5, ones(env))
+    out = ref.clone().zero_()
+    res = env.rollout(5, ones(env), out=out)
+    assert torch.equal(out["next", "observation"], ref["next", "observation"])
+    assert res.batch_size == (2, 5)
+    lazy = env.rollout(5, ones(env), return_contiguous=False)
+    assert isinstance(lazy, LazyStackedTensorDict)
+    seen = []
+    env.rollout(4, ones(env), callback=lambda e, td: seen.append(td["next", "observation"]))
+    assert len(seen) == 4
+
+
+def test_rollout_auto_reset_false_continues():
+    env = CountEnv(limit=100.0)
+    first = env.rollout(2, ones(env))
+    start = step_mdp(first[-1])
+    second = env.rollout(2, ones(env), auto_reset=False, tensordict=start)
+    assert second["next", "observation"].flatten().tolist() == [3.0, 4.0]
+    with pytest.raises(RuntimeError, match=r"auto_reset=False\) needs the start"):
+        env.rollout(2, auto_reset=False)
+
+
+def test_rollout_random_actions_are_in_spec_and_seeded():
+    env = CountEnv((3,), limit=1e9)
+    torch.manual_seed(0)
+    a = env.rollout(6)
+    torch.manual_seed(0)
+    b = env.rollout(6)
+    assert torch.equal(a["action"], b["action"])
+    assert ((a["action"] >= 0) & (a["action"] <= 1)).all()
+    assert env.rand_step()["next", "observation"].shape == (3, 1)
+
+
+def test_set_seed_returns_next_seed():
+    env = CountEnv()
+    assert env.set_seed(3) == 4
+    assert env.set_seed(3, static_seed=True) == 3
+
+
+# ----------------------------------------------------------------- errors
+def test_error_missing_action():
+    env = CountEnv()
+    with pytest.raises(KeyError, match=r"'action'.*shape \(1,\)"):
+        env.step(env.reset())
+
+
+@pytest.mark.parametrize(
+    ("action", "match"),
+    [
+        (torch.zeros(2), r"wrong shape: expected \(1,\).*got \(2,\)"),
+        (
+            torch.zeros(1, dtype=torch.float64),
+            "wrong dtype: expected torch.float32, got torch.float64",
+        ),
+        (torch.zeros(1, device="meta"), "wrong device: expected cpu, got meta"),
+        (torch.full((1,), 5.0), r"outside its spec Bounded.*got values starting with \[5.0\]"),
+    ],
+)
+def test_error_bad_action(action, match):
+    env = CountEnv()
+    with pytest.raises(ValueError, match=match):
+        env.step(env.reset().set("action", action))
+
+
+def test_out_of_spec_check_can_be_turned_off():
+    env = CountEnv()
+    env.validate_actions = False
+    td = env.step(env.reset().set("action", torch.full((1,), 5.0)))
+    assert td["next", "observation"].item() == 5.0
+
+
+def test_error_out_of_spec_checked_on_first_rollout_step():
+    env = CountEnv()
+    with pytest.raises(ValueError, match="outside its spec"):
+        env.rollout(3, ones(env, 7.0))
+
+
+def test_error_step_done_env_without_reset():
+    env = CountEnv((2,), limit=1.0)
+    td = step_mdp(env.step(ones(env)(env.reset())))
+    with pytest.raises(RuntimeError, match=r"'done'=True.*batch entries \[0, 1\].*reset"):
+        env.step(ones(env)(td))
+
+
+def test_error_wrong_batch_size():
+    env = CountEnv((2,))
+    with pytest.raises(
+        ValueError, match=r"batch_size \(3,\), expected the env's batch_size \(2,\)"
+    ):
+        env.step(TensorDict(action=torch.zeros(3, 1), batch_size=[3]))
+
+
+def test_error_rollout_break_both():
+    with pytest.raises(TypeError, match="cannot both be True"):
+        CountEnv().rollout(2, break_when_any_done=True, break_when_all_done=True)
+
+
+def test_error_out_of_wrong_shape():
+    env = CountEnv()
+    with pytest.raises(ValueError, match=r"expected a TensorDict of batch_size \(5,\)"):
+        env.rollout(5, out=TensorDict(batch_size=[2]))
+
+
+def test_done_spec_from_leaf_and_categorical_default():
+    env = CountEnv()
+    env.done_spec = Categorical(2, shape=(1,), dtype=torch.bool)
+    assert set(env.done_keys) == {"done", "terminated", "truncated"}

@@ -1,0 +1,252 @@
+"""GymEnv / GymWrapper: specs of every space, flags, pixels, frame_skip, seeding, vector envs."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rl_envs import GymEnv, GymWrapper, check_env_specs, step_mdp
+
+gym = pytest.importorskip("gymnasium")
+spaces = gym.spaces
+
+
+def assert_same(a, b):
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        assert torch.equal(a[key], b[key]), key
+
+
+class ScriptedEnv(gym.Env):
+    """Plays back scripted (terminated, truncated) flags; obs = step count."""
+
+    def __init__(self, flags, obs_space=None, act_space=None):
+        self.flags = list(flags)
+        self.observation_space = obs_space or spaces.Box(-1e6, 1e6, (1,), np.float32)
+        self.action_space = act_space or spaces.Discrete(2)
+        self.i = 0
+        self.t = 0
+
+    def _obs(self):
+        if isinstance(self.observation_space, spaces.Box):
+            return np.array([self.t], np.float32)
+        return self.observation_space.sample()
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        term, trunc = self.flags[self.i % len(self.flags)]
+        self.i += 1
+        self.t += 1
+        return self._obs(), float(self.t), term, trunc, {"t": self.t}
+
+
+@pytest.mark.parametrize(
+    "name", ["CartPole-v1", "Pendulum-v1", "HalfCheetah-v5", "InvertedDoublePendulum-v5"]
+)
+def test_check_env_specs(name):
+    env = GymEnv(name)
+    env.set_seed(0)
+    check_env_specs(env)
+    r = env.rollout(10, break_when_any_done=False)
+    assert r["next", "reward"].dtype == torch.float32
+    assert r["observation"].dtype == torch.from_numpy(env.env.observation_space.sample()).dtype
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=12))
+def test_done_is_terminated_or_truncated(flags):
+    env = GymWrapper(ScriptedEnv(flags), categorical_action_encoding=True)
+    n = 2 * len(flags)
+    for fast in (True, False):
+        r = env.rollout(n, break_when_any_done=False, callback=None if fast else (lambda *a: None))
+        term, trunc = r["next", "terminated"].flatten(), r["next", "truncated"].flatten()
+        expect = [flags[i % len(flags)] for i in range(n)]
+        assert term.tolist() == [f[0] for f in expect]
+        assert trunc.tolist() == [f[1] for f in expect]
+        assert torch.equal(r["next", "done"], r["next", "terminated"] | r["next", "truncated"])
+        # after every done the next root is a fresh reset (obs 0), else it is the last next obs
+        for t in range(1, n):
+            want = 0.0 if r["next", "done"][t - 1] else r["next", "observation"][t - 1].item()
+            assert r["observation"][t].item() == want
+
+
+def test_break_when_any_done_stops_at_first_done():
+    env = GymWrapper(ScriptedEnv([(False, False), (False, True)]))
+    r = env.rollout(10)
+    assert r.batch_size == (2,) and r["next", "truncated"][-1].item()
+
+
+def test_structured_spaces():
+    obs_space = spaces.Dict(
+        {
+            "pos": spaces.Box(-1, 1, (2,), np.float32),
+            "grid": spaces.MultiBinary(3),
+            "nested": spaces.Dict({"k": spaces.Discrete(4, start=1)}),
+            "pair": spaces.Tuple((spaces.Discrete(3), spaces.MultiDiscrete([2, 5]))),
+        }
+    )
+    act_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float64)))
+    env = GymWrapper(ScriptedEnv([(False, False)], obs_space, act_space))
+    spec = env.observation_spec
+    assert spec["pos"].shape == (2,) and spec["grid"].shape == (3,)
+    assert spec["nested", "k"].dtype == torch.int64
+    assert set(spec["pair"].keys()) == {"0", "1"}
+    assert env.full_action_spec["action", "0"].shape == (3,)  # one-hot
+    assert env.full_action_spec["action", "1"].dtype == torch.float64
+    check_env_specs(env)
+    r = env.rollout(5)
+    assert ((r["nested", "k"] >= 0) & (r["nested", "k"] < 4)).all()  # start=1 shifted to 0
+
+
+def test_multidiscrete_and_multibinary_actions():
+    for act_space, cat in [
+        (spaces.MultiDiscrete([3, 2]), True),
+        (spaces.MultiDiscrete([3, 2]), False),
+        (spaces.MultiBinary(4), False),
+    ]:
+        env = GymWrapper(ScriptedEnv([(False, False)], act_space=act_space), cat)
+        check_env_specs(env)
+
+
+def test_info_keys():
+    env = GymEnv("HalfCheetah-v5", info_keys=["x_position"])
+    env.set_seed(0)
+    check_env_specs(env)
+    r = env.rollout(5)
+    qpos0 = env.env.unwrapped.data.qpos[0]
+    assert r["next", "x_position"][-1].item() == pytest.approx(qpos0, abs=1e-6)
+
+
+def test_pixels():
+    env = GymEnv("CartPole-v1", from_pixels=True, pixels_only=False)
+    check_env_specs(env)
+    r = env.rollout(3)
+    assert r["pixels"].dtype == torch.uint8 and r["pixels"].shape[-1] == 3
+    assert r["next", "pixels"].float().std() > 0
+    assert "observation" in r
+    assert "observation" not in GymEnv("CartPole-v1", from_pixels=True).observation_spec
+
+
+def test_frame_skip_matches_repeated_raw_steps():
+    env = GymEnv("Pendulum-v1", frame_skip=3)
+    raw = gym.make("Pendulum-v1")
+    env.set_seed(5)
+    td = env.reset()
+    raw.reset(seed=5)
+    raw.reset()
+    action = np.array([0.7], np.float32)
+    total = 0.0
+    for _ in range(3):
+        obs, rew, *_ = raw.step(action)
+        total += rew
+    td = env.step(td.set("action", torch.from_numpy(action)))
+    np.testing.assert_array_equal(td["next", "observation"].numpy(), obs)
+    assert td["next", "reward"].item() == pytest.approx(total, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "HalfCheetah-v5"])
+def test_seeding_determinism(name):
+    env = GymEnv(name)
+    runs = []
+    for _ in range(2):
+        env.set_seed(3)
+        torch.manual_seed(3)
+        runs.append(env.rollout(100, break_when_any_done=False))
+    assert_same(*runs)
+
+
+@pytest.mark.parametrize("with_policy", [False, True])
+def test_fast_path_equals_generic_loop(with_policy):
+    env = GymEnv("CartPole-v1")
+    policy = (lambda td: td.set("action", env.action_spec.rand())) if with_policy else None
+    runs = []
+    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+        env.set_seed(1)
+        torch.manual_seed(1)
+        runs.append(env.rollout(300, policy, callback, break_when_any_done=False))
+    assert_same(*runs)
+
+
+def test_raw_loop_reference_cartpole():
+    """Our rollout replays exactly the transitions of a hand-written gymnasium loop."""
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    env.set_seed(0)
+    r = env.rollout(200, break_when_any_done=False)
+    raw = gym.make("CartPole-v1")
+    raw.reset(seed=0)
+    obs, _ = raw.reset()
+    for t in range(200):
+        np.testing.assert_array_equal(r["observation"][t].numpy(), obs)
+        obs, _rew, term, trunc, _ = raw.step(int(r["action"][t]))
+        np.testing.assert_array_equal(r["next", "observation"][t].numpy(), obs)
+        assert (r["next", "terminated"][t].item(), r["next", "truncated"][t].item()) == (
+            term,
+            trunc,
+        )
+        if term or trunc:
+            obs, _ = raw.reset()
+
+
+@pytest.mark.parametrize("mode", ["NEXT_STEP", "SAME_STEP", "DISABLED"])
+def test_vector_env_autoreset_modes_lose_and_invent_nothing(mode):
+    """Each sub-env's transitions equal those of an independent env with the same actions."""
+    n, steps = 3, 80
+    vec = gym.make_vec(
+        "CartPole-v1",
+        num_envs=n,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode[mode]},
+    )
+    env = GymWrapper(vec, categorical_action_encoding=True)
+    assert env.batch_size == (n,)
+    check_env_specs(env)
+    env.set_seed(0)
+    torch.manual_seed(0)
+    r = env.rollout(steps, break_when_any_done=False)
+    assert r["next", "done"].sum() >= 3  # episode boundaries were crossed
+    for i in range(n):
+        single = gym.make("CartPole-v1")
+        single.reset(seed=i)  # vector reset(seed=s) seeds sub-env i with s + i
+        obs, _ = single.reset()
+        for t in range(steps):
+            np.testing.assert_array_equal(r["observation"][i, t].numpy(), obs)
+            obs, _, term, trunc, _ = single.step(int(r["action"][i, t]))
+            np.testing.assert_array_equal(r["next", "observation"][i, t].numpy(), obs)
+            assert r["next", "terminated"][i, t].item() == term
+            assert r["next", "truncated"][i, t].item() == trunc
+            if term or trunc:
+                obs, _ = single.reset()
+
+
+def test_gymenv_num_envs_and_partial_reset():
+    env = GymEnv("CartPole-v1", num_envs=2)
+    td = env.reset()
+    td = step_mdp(env.rand_step(td))
+    before = td["observation"].clone()
+    td.set("_reset", torch.tensor([[True], [False]]))
+    out = env.reset(td)
+    assert torch.equal(out["observation"][1], before[1])
+    assert not torch.equal(out["observation"][0], before[0])
+
+
+def test_missing_gymnasium_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)
+    with pytest.raises(ImportError, match=r"rl-envs\[gym\]"):
+        GymEnv("CartPole-v1")
+
+
+def test_unsupported_space_error():
+    env = ScriptedEnv([(False, False)], obs_space=spaces.Text(5))
+    with pytest.raises(TypeError, match="Unsupported Gymnasium space"):
+        GymWrapper(env)

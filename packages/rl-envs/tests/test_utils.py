@@ -1,0 +1,87 @@
+"""step_mdp, check_env_specs and EnvCreator."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs import EnvCreator, PendulumEnv, check_env_specs, step_mdp
+
+
+def transition():
+    return TensorDict(
+        observation=torch.zeros(2, 3),
+        action=torch.ones(2, 1),
+        hidden=torch.full((2, 4), 7.0),
+        done=torch.zeros(2, 1, dtype=torch.bool),
+        next=TensorDict(
+            observation=torch.ones(2, 3),
+            reward=torch.ones(2, 1),
+            done=torch.ones(2, 1, dtype=torch.bool),
+            batch_size=[2],
+        ),
+        batch_size=[2],
+    )
+
+
+def test_step_mdp_defaults():
+    out = step_mdp(transition())
+    assert set(out.keys()) == {"observation", "done", "hidden"}
+    assert torch.equal(out["observation"], torch.ones(2, 3))
+    assert out["done"].all()  # the next flags win over the root ones
+    assert torch.equal(out["hidden"], torch.full((2, 4), 7.0))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "keys"),
+    [
+        ({"keep_other": False}, {"observation", "done"}),
+        ({"exclude_reward": False}, {"observation", "done", "hidden", "reward"}),
+        ({"exclude_done": True}, {"observation", "hidden"}),
+        ({"exclude_action": False}, {"observation", "done", "hidden", "action"}),
+    ],
+)
+def test_step_mdp_options(kwargs, keys):
+    assert set(step_mdp(transition(), **kwargs).keys()) == keys
+
+
+def test_step_mdp_into_next_tensordict():
+    dest = TensorDict(batch_size=[2])
+    assert step_mdp(transition(), next_tensordict=dest) is dest
+    assert "observation" in dest
+
+
+class BadEnv(PendulumEnv):
+    def _step(self, td):
+        out = super()._step(td)
+        out.set("undeclared", torch.zeros(1))
+        return out
+
+
+def test_check_env_specs_names_undeclared_key():
+    with pytest.raises(AssertionError, match=r"extra \[\('next', 'undeclared'\)\]"):
+        check_env_specs(BadEnv())
+
+
+class WrongDtypeEnv(PendulumEnv):
+    def _step(self, td):
+        out = super()._step(td)
+        out.set("reward", out["reward"].double())
+        return out
+
+
+def test_check_env_specs_names_wrong_dtype():
+    with pytest.raises(AssertionError, match=r"\('next', 'reward'\): expected dtype torch.float32"):
+        check_env_specs(WrongDtypeEnv())
+
+
+def test_env_creator_pickles_and_reads_specs():
+    make = EnvCreator(PendulumEnv, {"batch_size": [2]})
+    make = pickle.loads(pickle.dumps(make))
+    env = make()
+    assert env.batch_size == (2,)
+    assert make.meta_data["full_action_spec"]["action"].shape == (2, 1)
+    assert make(batch_size=[3]).batch_size == (3,)
