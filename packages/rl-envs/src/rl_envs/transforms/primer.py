@@ -65,7 +65,8 @@ class TensorDictPrimer(Transform):
         if random and default_value is not None:
             raise ValueError("TensorDictPrimer: pass random=True or default_value, not both.")
         keys_list = list(entries)
-        super().__init__(in_keys=[], out_keys=keys_list)
+        super().__init__()
+        self.out_keys = keys_list  # written, not read: there are no in_keys
         self.primers = entries
         self.random = bool(random)
         if isinstance(default_value, Mapping):

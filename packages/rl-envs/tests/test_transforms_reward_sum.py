@@ -1,0 +1,36 @@
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs import PendulumEnv, RewardSum, StepCounter, TransformedEnv, check_env_specs
+
+
+def test_running_return_resets_per_episode():
+    env = TransformedEnv(PendulumEnv(batch_size=[2]), StepCounter(max_steps=3))
+    env.append_transform(RewardSum())
+    r = env.rollout(7, break_when_any_done=False)
+    rewards = r["next", "reward"].squeeze(-1)
+    expected = torch.zeros_like(rewards)
+    for b in range(2):  # plain loop: reset the sum after each 3-step episode
+        acc = 0.0
+        for t in range(7):
+            acc = acc + rewards[b, t]
+            expected[b, t] = acc
+            if (t + 1) % 3 == 0:
+                acc = 0.0
+    torch.testing.assert_close(r["next", "episode_reward"].squeeze(-1), expected)
+    assert env.observation_spec["episode_reward"].shape == (2, 1)
+    check_env_specs(env)
+
+
+def test_reward_spec_option():
+    env = TransformedEnv(PendulumEnv(), RewardSum(reward_spec=True))
+    assert "episode_reward" in env.full_reward_spec.keys()
+    assert "episode_reward" not in env.observation_spec.keys()
+
+
+def test_missing_reward_key():
+    with pytest.raises(KeyError, match="'reward'"):
+        RewardSum()._step(TensorDict(), TensorDict(obs=torch.zeros(1)))
+    with pytest.raises(KeyError, match="not in the env's reward spec"):
+        TransformedEnv(PendulumEnv(), RewardSum(in_keys=["nope"]))
