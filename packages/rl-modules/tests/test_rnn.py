@@ -13,7 +13,12 @@ from rl_modules.recurrent.mode import recurrent_mode
 
 def _lstm_cell(rnn, layer, x, h, c):
     w_ih, w_hh = getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"weight_hh_l{layer}")
-    gates = x @ w_ih.T + getattr(rnn, f"bias_ih_l{layer}") + h @ w_hh.T + getattr(rnn, f"bias_hh_l{layer}")
+    gates = (
+        x @ w_ih.T
+        + getattr(rnn, f"bias_ih_l{layer}")
+        + h @ w_hh.T
+        + getattr(rnn, f"bias_hh_l{layer}")
+    )
     i, f, g, o = gates.chunk(4, -1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c), c
@@ -31,7 +36,7 @@ def _gru_cell(rnn, layer, x, h):
 
 def reference_loop(rnn, x, is_init, states):
     """Step-by-step loop: states [N, L, H] per state; reset to zero where is_init [N, T]."""
-    n, t, _ = x.shape
+    t = x.shape[1]
     states = [s.clone() for s in states]
     ys, finals = [], []
     for step in range(t):
@@ -82,7 +87,9 @@ def _is_init(n, t, with_resets):
     ("with_resets", "reset_path"),
     [(False, "auto"), (True, "loop"), (True, "packed")],
 )
-def test_sequence_mode_matches_step_loop_values_and_grads(kind, num_layers, with_resets, reset_path):
+def test_sequence_mode_matches_step_loop_values_and_grads(
+    kind, num_layers, with_resets, reset_path
+):
     module = _make(kind, num_layers, reset_path)
     n, t = 4, 9
     x = torch.randn(n, t, 3, requires_grad=True)
@@ -163,7 +170,9 @@ def test_step_without_state_and_all_init_starts_from_zero():
     module = _make("gru", 1)
     x = torch.randn(4, 3)
     td = module(TensorDict(obs=x, is_init=torch.ones(4, 1, dtype=torch.bool), batch_size=[4]))
-    y_ref, _ = reference_loop(module.rnn, x[:, None], torch.ones(4, 1, dtype=torch.bool), [torch.zeros(4, 1, 5)])
+    y_ref, _ = reference_loop(
+        module.rnn, x[:, None], torch.ones(4, 1, dtype=torch.bool), [torch.zeros(4, 1, 5)]
+    )
     torch.testing.assert_close(td["out"], y_ref[:, 0], rtol=1e-5, atol=1e-5)
 
 
@@ -186,7 +195,9 @@ def test_sequence_mode_needs_is_init_and_time_dim():
     td = TensorDict(obs=torch.randn(2, 4, 3), batch_size=[2, 4])
     with set_recurrent_mode(True), pytest.raises(KeyError, match="is_init"):
         module(td)
-    td = TensorDict(obs=torch.randn(2, 3), is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2])
+    td = TensorDict(
+        obs=torch.randn(2, 3), is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2]
+    )
     with set_recurrent_mode(True), pytest.raises(ValueError, match=r"\[\*B, T, F\]"):
         module(td)
 

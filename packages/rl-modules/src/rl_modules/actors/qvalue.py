@@ -85,7 +85,9 @@ class QValueModule(TensorDictModuleBase):
         self.action_mask_key = action_mask_key
         self.in_keys = [action_value_key] + ([action_mask_key] if action_mask_key else [])
         self.out_keys = (
-            ["action", action_value_key, "chosen_action_value"] if out_keys is None else list(out_keys)
+            ["action", action_value_key, "chosen_action_value"]
+            if out_keys is None
+            else list(out_keys)
         )
         if len(self.out_keys) != 3:
             raise ValueError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import distributions as D
@@ -27,7 +28,7 @@ class Delta(D.Distribution):
         (tensor([ 0.5000, -1.0000]), tensor(0.))
     """
 
-    arg_constraints: dict = {}
+    arg_constraints: ClassVar[dict] = {}
     has_rsample = True
 
     def __init__(
@@ -43,10 +44,10 @@ class Delta(D.Distribution):
         n = param.ndim - self.event_dims
         super().__init__(param.shape[:n], param.shape[n:], validate_args=False)
 
-    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         return self.param.expand(self._extended_shape(torch.Size(sample_shape)))
 
-    def sample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         with torch.no_grad():
             return self.rsample(sample_shape).clone()
 

@@ -46,7 +46,7 @@ class OneHotCategorical(D.OneHotCategorical):
     ) -> None:
         super().__init__(probs=probs, logits=logits, validate_args=False)
 
-    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         sample = self.sample(sample_shape)
         return sample + (self.probs - self.probs.detach())
 
@@ -109,11 +109,11 @@ class MaskedOneHotCategorical(MaskedCategorical):
 
     has_rsample = True
 
-    def sample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         idx = super().sample(sample_shape)
         return torch.nn.functional.one_hot(idx, self._num_events).to(self.logits.dtype)
 
-    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         return self.sample(sample_shape) + (self.probs - self.probs.detach())
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import distributions as D
@@ -67,7 +68,7 @@ class TruncatedNormal(D.Distribution):
         True
     """
 
-    arg_constraints = {"loc": D.constraints.real, "scale": D.constraints.positive}
+    arg_constraints: ClassVar[dict] = {"loc": D.constraints.real, "scale": D.constraints.positive}
     has_rsample = True
 
     def __init__(
@@ -100,7 +101,7 @@ class TruncatedNormal(D.Distribution):
     def _phi(x: torch.Tensor) -> torch.Tensor:
         return torch.exp(-0.5 * x * x - _LOG_SQRT_2PI)
 
-    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
         p = self._cdf_a + u * (self._cdf_b - self._cdf_a)
@@ -108,7 +109,7 @@ class TruncatedNormal(D.Distribution):
         x = torch.special.ndtri(p.clamp(eps, 1 - eps))
         return torch.minimum(torch.maximum(self.loc + self.scale * x, self.low), self.high)
 
-    def sample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         with torch.no_grad():
             return self.rsample(sample_shape)
 

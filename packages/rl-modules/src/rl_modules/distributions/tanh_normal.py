@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import distributions as D
@@ -65,7 +66,7 @@ class TanhNormal(D.Distribution):
         (torch.Size([5, 3]), torch.Size([5]))
     """
 
-    arg_constraints = {"loc": D.constraints.real, "scale": D.constraints.positive}
+    arg_constraints: ClassVar[dict] = {"loc": D.constraints.real, "scale": D.constraints.positive}
     has_rsample = True
 
     def __init__(
@@ -99,14 +100,14 @@ class TanhNormal(D.Distribution):
     def _squash(self, x: torch.Tensor) -> torch.Tensor:
         return self._mid + self._half_range * torch.tanh(x)
 
-    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         x = self.loc + self.scale * torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
         y = self._squash(x)
         self._cache = (y, x)
         return y
 
-    def sample(self, sample_shape: torch.Size | tuple[int, ...] = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         with torch.no_grad():
             return self.rsample(sample_shape)
 
@@ -119,7 +120,9 @@ class TanhNormal(D.Distribution):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         x = self._pre_tanh(value)
         var = self.scale.pow(2)
-        normal_lp = -((x - self.loc) ** 2) / (2 * var) - self.scale.log() - 0.5 * math.log(2 * math.pi)
+        normal_lp = (
+            -((x - self.loc) ** 2) / (2 * var) - self.scale.log() - 0.5 * math.log(2 * math.pi)
+        )
         lp = normal_lp - tanh_log_abs_det_jacobian(x) - self._half_range.log()
         if self.event_dims:
             lp = lp.sum(tuple(range(-self.event_dims, 0)))

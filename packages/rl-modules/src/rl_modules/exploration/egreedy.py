@@ -93,7 +93,9 @@ class EGreedyModule(TensorDictModuleBase):
         """Advance the annealing by ``frames`` steps."""
         self._steps += frames
         self.eps.fill_(
-            linear_annealing(self.eps_init, self.eps_end, self.annealing_num_steps, int(self._steps))
+            linear_annealing(
+                self.eps_init, self.eps_end, self.annealing_num_steps, int(self._steps)
+            )
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

@@ -100,7 +100,9 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         """Advance the annealing of ``eps`` by ``frames`` steps."""
         self._steps += frames
         self.eps.fill_(
-            linear_annealing(self.eps_init, self.eps_end, self.annealing_num_steps, int(self._steps))
+            linear_annealing(
+                self.eps_init, self.eps_end, self.annealing_num_steps, int(self._steps)
+            )
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -115,7 +117,10 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         is_init = tensordict.get(self.is_init_key, None)
         x0 = torch.as_tensor(self.x0, dtype=action.dtype, device=action.device).expand_as(action)
         if prev is None or steps is None:
-            prev, steps = x0.clone(), torch.zeros(flag_shape, dtype=torch.long, device=action.device)
+            prev, steps = (
+                x0.clone(),
+                torch.zeros(flag_shape, dtype=torch.long, device=action.device),
+            )
         if is_init is not None:
             reset = is_init.reshape(*batch, *([1] * (action.ndim - len(batch))))
             prev = torch.where(reset, x0, prev)

@@ -55,7 +55,9 @@ class StackedParams(nn.Module):
             for n in self._names
         )
         for i, n in enumerate(self._buffer_names):
-            self.register_buffer(f"buffer_{i}", torch.stack([dict(c.named_buffers())[n] for c in copies]))
+            self.register_buffer(
+                f"buffer_{i}", torch.stack([dict(c.named_buffers())[n] for c in copies])
+            )
         # The template runs on "meta": functional_call swaps every tensor in, so it holds none.
         self._template = [copy.deepcopy(module).to("meta")]
 
@@ -69,7 +71,7 @@ class StackedParams(nn.Module):
     def call(
         self,
         *inputs: torch.Tensor,
-        in_dims: int | None | tuple[int | None, ...] = None,
+        in_dims: int | tuple[int | None, ...] | None = None,
         out_dim: int = 0,
     ) -> torch.Tensor:
         """Run every copy; ``in_dims`` says which input dim (if any) is split among copies.

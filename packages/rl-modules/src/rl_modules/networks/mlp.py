@@ -75,7 +75,9 @@ class MLP(nn.Sequential):
         cells = _per_layer(num_cells, depth, "num_cells")
         self.in_features = in_features
         self.out_shape = (
-            torch.Size([out_features]) if isinstance(out_features, int) else torch.Size(out_features)
+            torch.Size([out_features])
+            if isinstance(out_features, int)
+            else torch.Size(out_features)
         )
         self.out_features = self.out_shape.numel()
         layer_kwargs = dict(layer_kwargs or {})

@@ -98,7 +98,9 @@ class MultiAgentMLP(_MultiAgentNet):
         **mlp_kwargs: object,
     ) -> None:
         if n_agent_inputs is None:
-            raise ValueError("MultiAgentMLP: n_agent_inputs is required (lazy sizes not supported).")
+            raise ValueError(
+                "MultiAgentMLP: n_agent_inputs is required (lazy sizes not supported)."
+            )
         in_features = n_agent_inputs * n_agents if centralized else n_agent_inputs
         template = MLP(
             in_features=in_features,

@@ -9,7 +9,9 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def _scaled_noise(size: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+def _scaled_noise(
+    size: int, generator: torch.Generator | None, device: torch.device
+) -> torch.Tensor:
     x = torch.randn(size, generator=generator, device=device)
     return x.sign() * x.abs().sqrt()
 

@@ -15,7 +15,7 @@ def recurrent_mode() -> bool | None:
     return stack[-1] if stack else None
 
 
-class set_recurrent_mode(ContextDecorator):  # noqa: N801 - TorchRL's name
+class set_recurrent_mode(ContextDecorator):
     """Run recurrent modules in sequence mode (``True``) or step mode (``False``) inside a block.
 
     Sequence mode reads ``[*B, T, ...]`` inputs (losses); step mode reads

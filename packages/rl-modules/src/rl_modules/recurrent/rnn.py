@@ -100,7 +100,8 @@ def run_rnn_with_resets(
     padded = pad_segments(x, seg)
     # Only the segment starting at t = 0 of each row uses h0; later ones start at zero.
     seg_h0 = tuple(
-        h.new_zeros(h.shape[0], len(seg.lengths), h.shape[2]).index_copy(1, seg.first, h) for h in h0
+        h.new_zeros(h.shape[0], len(seg.lengths), h.shape[2]).index_copy(1, seg.first, h)
+        for h in h0
     )
     packed = pack_padded_sequence(padded, seg.lengths.cpu(), batch_first=True, enforce_sorted=False)
     out, hn = rnn(packed, seg_h0 if len(seg_h0) > 1 else seg_h0[0])
@@ -131,7 +132,9 @@ class _RecurrentModule(TensorDictModuleBase):
     ) -> None:
         who = type(self).__name__
         if reset_path not in ("auto", "packed", "loop"):
-            raise ValueError(f"{who}: reset_path must be 'auto', 'packed' or 'loop', got {reset_path!r}.")
+            raise ValueError(
+                f"{who}: reset_path must be 'auto', 'packed' or 'loop', got {reset_path!r}."
+            )
         self.reset_path = reset_path
         n_states = len(self._state_names)
         if (in_key is None) == (in_keys is None):
@@ -201,7 +204,11 @@ class _RecurrentModule(TensorDictModuleBase):
         )
 
     def _read_states(
-        self, tensordict: TensorDictBase, batch: torch.Size, first_is_init: torch.Tensor | None, why: str
+        self,
+        tensordict: TensorDictBase,
+        batch: torch.Size,
+        first_is_init: torch.Tensor | None,
+        why: str,
     ) -> States:
         states = [tensordict.get(k, None) for k in self.state_keys]
         if all(s is not None for s in states):
@@ -271,7 +278,9 @@ class _RecurrentModule(TensorDictModuleBase):
             f"and {self.is_init_key!r} is not True at the first step of every sequence",
         )
         h0 = tuple(
-            (s.reshape(n, t, *s.shape[-2:])[:, 0] * ~init[:, 0, None, None]).transpose(0, 1).contiguous()
+            (s.reshape(n, t, *s.shape[-2:])[:, 0] * ~init[:, 0, None, None])
+            .transpose(0, 1)
+            .contiguous()
             for s in states
         )
         y, hn, last = run_rnn_with_resets(
@@ -382,12 +391,20 @@ class LSTMModule(_RecurrentModule):
             if input_size is None or hidden_size is None:
                 raise ValueError("LSTMModule: pass input_size and hidden_size, or lstm=.")
             lstm = nn.LSTM(
-                input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                input_size,
+                hidden_size,
+                num_layers,
+                bias,
+                batch_first,
+                dropout,
+                bidirectional,
                 device=device,
             )
         _check_rnn(lstm, "LSTMModule")
         self.lstm = lstm
-        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path)
+        self._setup_keys(
+            in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path
+        )
 
 
 class GRUModule(_RecurrentModule):
@@ -453,9 +470,17 @@ class GRUModule(_RecurrentModule):
             if input_size is None or hidden_size is None:
                 raise ValueError("GRUModule: pass input_size and hidden_size, or gru=.")
             gru = nn.GRU(
-                input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                input_size,
+                hidden_size,
+                num_layers,
+                bias,
+                batch_first,
+                dropout,
+                bidirectional,
                 device=device,
             )
         _check_rnn(gru, "GRUModule")
         self.gru = gru
-        self._setup_keys(in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path)
+        self._setup_keys(
+            in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path
+        )

@@ -1,0 +1,120 @@
+"""Exploration modules: empirical epsilon, masks, annealing, noise and its state."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import pathlib
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_modules import (
+    AdditiveGaussianModule,
+    EGreedyModule,
+    ExplorationType,
+    OrnsteinUhlenbeckProcessModule,
+    set_exploration_type,
+)
+
+_spec = importlib.util.spec_from_file_location(
+    "_specs", pathlib.Path(__file__).with_name("_specs.py")
+)
+specs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(specs)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.3, 1.0])
+def test_egreedy_empirical_epsilon(eps):
+    torch.manual_seed(0)
+    n, batch = 4, 40_000
+    module = EGreedyModule(specs.Categorical(n), eps_init=eps, eps_end=eps)
+    greedy = torch.zeros(batch, dtype=torch.long)
+    out = module(TensorDict(action=greedy.clone(), batch_size=[batch]))["action"]
+    changed = (out != greedy).float().mean().item()
+    # A random action equals the greedy one with probability 1/n.
+    expected = eps * (1 - 1 / n)
+    assert abs(changed - expected) < 4 * math.sqrt(expected * (1 - expected) / batch) + 1e-9
+
+
+def test_egreedy_annealing_and_deterministic_mode():
+    module = EGreedyModule(specs.Categorical(3), eps_init=1.0, eps_end=0.1, annealing_num_steps=10)
+    module.step(5)
+    assert float(module.eps) == pytest.approx(0.55)
+    module.step(100)
+    assert float(module.eps) == pytest.approx(0.1)
+    module.eps.fill_(1.0)
+    td = TensorDict(action=torch.zeros(100, dtype=torch.long), batch_size=[100])
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        assert (module(td.clone())["action"] == 0).all()
+
+
+@pytest.mark.parametrize("one_hot", [False, True])
+def test_egreedy_respects_action_mask(one_hot):
+    torch.manual_seed(0)
+    spec = specs.OneHot(5) if one_hot else specs.Categorical(5)
+    module = EGreedyModule(spec, eps_init=1.0, eps_end=1.0, action_mask_key="action_mask")
+    mask = torch.zeros(2000, 5, dtype=torch.bool)
+    mask[:, 1] = mask[:, 3] = True
+    action = (
+        torch.nn.functional.one_hot(torch.full((2000,), 1), 5)
+        if one_hot
+        else torch.ones(2000, dtype=torch.long)
+    )
+    out = module(TensorDict(action=action, action_mask=mask, batch_size=[2000]))["action"]
+    idx = out.argmax(-1) if one_hot else out
+    assert set(idx.unique().tolist()) == {1, 3}
+    if one_hot:
+        assert (out.sum(-1) == 1).all()
+
+
+def test_egreedy_errors():
+    with pytest.raises(TypeError, match="rand"):
+        EGreedyModule(specs.ShapeOnly())
+    module = EGreedyModule(specs.Categorical(3), action_mask_key="mask")
+    with pytest.raises(KeyError, match="mask"):
+        module(TensorDict(action=torch.zeros(2, dtype=torch.long), batch_size=[2]))
+
+
+def test_additive_gaussian_noise_scale_and_projection():
+    torch.manual_seed(0)
+    box = specs.BoxSpec(-torch.ones(2) * 100, torch.ones(2) * 100)
+    module = AdditiveGaussianModule(box, sigma_init=0.5, sigma_end=0.5)
+    out = module(TensorDict(action=torch.zeros(50_000, 2), batch_size=[50_000]))["action"]
+    assert out.std().item() == pytest.approx(0.5, rel=0.02)
+    tight = AdditiveGaussianModule(specs.BoxSpec(-torch.ones(2) * 0.1, torch.ones(2) * 0.1))
+    out = tight(TensorDict(action=torch.zeros(100, 2), batch_size=[100]))["action"]
+    assert out.abs().max() <= 0.1
+    tight.step(1000)
+    assert float(tight.sigma) == pytest.approx(0.1)
+
+
+def test_ou_noise_state_in_tensordict_and_reset():
+    torch.manual_seed(0)
+    box = specs.BoxSpec(-torch.ones(2) * 100, torch.ones(2) * 100)
+    module = OrnsteinUhlenbeckProcessModule(box, theta=0.5, sigma=0.3, dt=0.1)
+    td = TensorDict(
+        action=torch.zeros(3, 2), is_init=torch.ones(3, 1, dtype=torch.bool), batch_size=[3]
+    )
+    td = module(td)
+    first = td["_ou_prev_noise"].clone()
+    torch.testing.assert_close(td["action"], first)  # eps = 1, action was 0
+    assert (td["_ou_steps"] == 1).all()
+    # Next step: the process continues from the stored noise (except where is_init).
+    nxt = TensorDict(
+        action=torch.zeros(3, 2),
+        is_init=torch.tensor([[False], [True], [False]]),
+        _ou_prev_noise=first,
+        _ou_steps=td["_ou_steps"],
+        batch_size=[3],
+    )
+    torch.manual_seed(1)
+    nxt = module(nxt)
+    torch.manual_seed(1)
+    eps = torch.randn(3, 2)
+    prev = first.clone()
+    prev[1] = 0.0
+    expected = prev + 0.5 * (0.0 - prev) * 0.1 + 0.3 * math.sqrt(0.1) * eps
+    torch.testing.assert_close(nxt["_ou_prev_noise"], expected)
+    assert nxt["_ou_steps"].squeeze(-1).tolist() == [2, 1, 2]

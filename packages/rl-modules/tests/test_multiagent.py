@@ -1,0 +1,119 @@
+"""Multi-agent nets against a loop of separate MLPs; Ensemble against a loop of copies."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from rl_modules import MLP, Ensemble, MultiAgentConvNet, MultiAgentMLP
+
+
+def _count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _agent_mlp(net: MultiAgentMLP, agent: int) -> nn.Module:
+    """A stand-alone MLP holding agent ``agent``'s slice of the stacked parameters."""
+    template = copy.deepcopy(net.agent_nets._template[0]).to_empty(device="cpu")
+    params = {k: v[agent] for k, v in net.agent_nets.tensors().items()}
+    template.load_state_dict(params)
+    return template
+
+
+@pytest.mark.parametrize("centralized", [False, True])
+@pytest.mark.parametrize("share_params", [False, True])
+def test_multiagent_mlp_against_loop(centralized, share_params):
+    torch.manual_seed(0)
+    n_agents, n_in, n_out = 3, 4, 2
+    net = MultiAgentMLP(
+        n_in,
+        n_out,
+        n_agents,
+        centralized=centralized,
+        share_params=share_params,
+        depth=2,
+        num_cells=8,
+    )
+    single = MLP(
+        in_features=n_in * (n_agents if centralized else 1),
+        out_features=n_out,
+        depth=2,
+        num_cells=8,
+    )
+    expected = _count(single) * (1 if share_params else n_agents)
+    assert _count(net) == expected
+    x = torch.randn(5, 7, n_agents, n_in)
+    out = net(x)
+    assert out.shape == (5, 7, n_agents, n_out)
+    joint = x.flatten(-2)
+    for a in range(n_agents):
+        agent_net = net.net if share_params else _agent_mlp(net, a)
+        inp = joint if centralized else x[..., a, :]
+        torch.testing.assert_close(out[..., a, :], agent_net(inp), rtol=1e-5, atol=1e-6)
+    if not share_params:
+        # Independent initialisation: agents differ.
+        assert not torch.allclose(out[..., 0, :], out[..., 1, :])
+
+
+def test_multiagent_mlp_gradients_reach_each_agent():
+    net = MultiAgentMLP(4, 2, 3, centralized=False, share_params=False, num_cells=[8])
+    x = torch.randn(6, 3, 4)
+    net(x)[:, 1].sum().backward()
+    grads = net.agent_nets.params[0].grad
+    assert grads[1].abs().sum() > 0 and grads[0].abs().sum() == 0 and grads[2].abs().sum() == 0
+
+
+def test_multiagent_mlp_bad_input():
+    net = MultiAgentMLP(4, 2, 3, centralized=False, share_params=True)
+    with pytest.raises(ValueError, match="n_agents=3"):
+        net(torch.randn(5, 2, 4))
+
+
+@pytest.mark.parametrize("centralized", [False, True])
+@pytest.mark.parametrize("share_params", [False, True])
+def test_multiagent_convnet_against_loop(centralized, share_params):
+    torch.manual_seed(0)
+    net = MultiAgentConvNet(
+        2,
+        centralized=centralized,
+        share_params=share_params,
+        in_features=3,
+        num_cells=[4],
+        kernel_sizes=3,
+    )
+    x = torch.randn(5, 2, 3, 8, 8)
+    out = net(x)
+    assert out.shape == (5, 2, 4 * 6 * 6)
+    for a in range(2):
+        if share_params:
+            agent_net = net.net
+        else:
+            agent_net = copy.deepcopy(net.agent_nets._template[0]).to_empty(device="cpu")
+            agent_net.load_state_dict({k: v[a] for k, v in net.agent_nets.tensors().items()})
+        inp = x.flatten(1, 2) if centralized else x[:, a]
+        torch.testing.assert_close(out[:, a], agent_net(inp), rtol=1e-5, atol=1e-6)
+
+
+def test_ensemble_matches_loop_over_members():
+    torch.manual_seed(0)
+    qnet = MLP(in_features=5, out_features=1, num_cells=[8, 8])
+    ens = Ensemble(qnet, num_copies=4)
+    x = torch.randn(10, 5)
+    out = ens(x)
+    assert out.shape == (4, 10, 1)
+    for i in range(4):
+        params = {k: v[i] for k, v in ens.stacked.tensors().items()}
+        torch.testing.assert_close(out[i], functional_call(qnet, params, (x,)))
+    assert _count(ens) == 4 * _count(qnet)
+    split = Ensemble(
+        lambda: MLP(in_features=5, out_features=1, num_cells=[8]), 3, split_input_dim=0
+    )
+    assert split(torch.randn(3, 10, 5)).shape == (3, 10, 1)
+    with pytest.raises(ValueError, match="num_copies=3"):
+        split(torch.randn(2, 10, 5))
+    with pytest.raises(ValueError, match="lazy"):
+        Ensemble(MLP(out_features=1), 2)

@@ -1,0 +1,89 @@
+"""Q-value heads against plain argmax / gather."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from rl_modules import (
+    DistributionalQValueActor,
+    DistributionalQValueModule,
+    QValueActor,
+    QValueModule,
+)
+
+_spec = importlib.util.spec_from_file_location(
+    "_specs", pathlib.Path(__file__).with_name("_specs.py")
+)
+specs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(specs)
+
+
+@pytest.mark.parametrize(
+    "space",
+    ["categorical", "one_hot", specs.Categorical(5), specs.OneHot(5)],
+    ids=["str-categorical", "str-one_hot", "spec-categorical", "spec-one_hot"],
+)
+def test_qvalue_actor_argmax_and_chosen_values(space):
+    torch.manual_seed(0)
+    net = nn.Linear(4, 5)
+    kwargs = {"action_space": space} if isinstance(space, str) else {"spec": space}
+    actor = QValueActor(net, in_keys=["observation"], **kwargs)
+    obs = torch.randn(32, 4)
+    td = actor(TensorDict(observation=obs, batch_size=[32]))
+    values = net(obs)
+    best = values.argmax(-1)
+    one_hot = space == "one_hot" or isinstance(space, specs.OneHot)
+    if one_hot:
+        assert torch.equal(td["action"], nn.functional.one_hot(best, 5).to(td["action"].dtype))
+    else:
+        assert torch.equal(td["action"], best)
+    torch.testing.assert_close(td["chosen_action_value"], values.max(-1, keepdim=True).values)
+    torch.testing.assert_close(td["action_value"], values)
+
+
+def test_qvalue_module_respects_mask():
+    m = QValueModule(action_space="categorical", action_mask_key="action_mask")
+    td = TensorDict(
+        action_value=torch.tensor([[5.0, 1.0, 3.0]]),
+        action_mask=torch.tensor([[False, True, True]]),
+        batch_size=[1],
+    )
+    td = m(td)
+    assert td["action"].item() == 2 and td["chosen_action_value"].item() == 3.0
+
+
+def test_qvalue_errors():
+    with pytest.raises(ValueError, match="action_space"):
+        QValueModule()
+    with pytest.raises(ValueError, match="unknown action space"):
+        QValueModule(action_space="binary-ish")
+    with pytest.raises(ValueError, match="cannot tell"):
+        QValueModule(spec=specs.ShapeOnly())
+    with pytest.raises(KeyError, match="action_value"):
+        QValueModule(action_space="one_hot")(TensorDict(batch_size=[]))
+    actor = QValueActor(nn.Linear(4, 2), action_space="categorical")
+    with pytest.raises(KeyError, match="'observation'"):
+        actor(TensorDict(pixels=torch.zeros(1, 4), batch_size=[1]))
+
+
+def test_distributional_qvalue_expected_value_argmax():
+    torch.manual_seed(0)
+    support = torch.linspace(-2, 2, 7)
+    net = nn.Sequential(nn.Linear(4, 7 * 3), nn.Unflatten(-1, (7, 3)))
+    actor = DistributionalQValueActor(net, support=support, action_space="categorical")
+    obs = torch.randn(16, 4)
+    td = actor(TensorDict(observation=obs, batch_size=[16]))
+    probs = torch.softmax(net(obs), dim=-2)
+    q = (probs * support[:, None]).sum(-2)
+    assert torch.equal(td["action"], q.argmax(-1))
+    torch.testing.assert_close(td["action_value"].exp().sum(-2), torch.ones(16, 3))
+    with pytest.raises(ValueError, match="n_atoms=7"):
+        DistributionalQValueModule("categorical", support=support)(
+            TensorDict(action_value=torch.zeros(2, 5, 3), batch_size=[2])
+        )
