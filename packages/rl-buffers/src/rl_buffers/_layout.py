@@ -105,8 +105,8 @@ class Layout:
                 missing = sorted(set(self.keys) - set(got))
                 extra = sorted(set(got) - set(self.keys))
                 raise KeyError(
-                    f"the data's keys do not match the storage's: missing {[_fmt(k) for k in missing]}, "
-                    f"unexpected {[_fmt(k) for k in extra]}. Every write must carry exactly the keys of "
+                    f"the data's keys do not match the storage's: missing {', '.join(map(_fmt, missing)) or 'none'}; "
+                    f"unexpected {', '.join(map(_fmt, extra)) or 'none'}. Every write must carry exactly the keys of "
                     "the first write; add or drop those entries (or empty() the buffer first)."
                 )
             leaves = [data.get(k) for k in self.keys]
