@@ -49,7 +49,8 @@ class CatTensors(Transform):
             keys = sorted(keys, key=lambda k: k if isinstance(k, str) else ".".join(k))
         if dim >= 0:
             raise ValueError(f"CatTensors: dim must be negative (a feature dim), got {dim}.")
-        super().__init__(keys, [out_key])
+        super().__init__(keys)
+        self.out_keys = [out_key]  # many inputs, one output
         self.out_key = out_key
         self.dim = dim
         self.del_keys = del_keys

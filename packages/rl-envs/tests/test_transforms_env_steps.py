@@ -1,0 +1,84 @@
+"""FrameSkipTransform, NoopResetEnv, TerminateTransform, TimeMaxPool."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs import (
+    Composite,
+    EnvBase,
+    FrameSkipTransform,
+    NoopResetEnv,
+    StepCounter,
+    TerminateTransform,
+    TimeMaxPool,
+    TransformedEnv,
+    Unbounded,
+    check_env_specs,
+)
+
+
+class CountEnv(EnvBase):
+    """obs = number of steps since reset; reward = obs; truncated at ``horizon``."""
+
+    def __init__(self, horizon=100):
+        super().__init__()
+        self.horizon = horizon
+        self.observation_spec = Composite(obs=Unbounded(shape=(1,)))
+        self.action_spec = Unbounded(shape=(1,))
+        self.t = 0
+
+    def _reset(self, td):
+        self.t = 0
+        return TensorDict(obs=torch.zeros(1))
+
+    def _step(self, td):
+        self.t += 1
+        obs = torch.tensor([float(self.t)])
+        return TensorDict(
+            obs=obs, reward=obs.clone(), terminated=torch.zeros(1, dtype=torch.bool),
+            truncated=torch.tensor([self.t >= self.horizon]),
+        )
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_frame_skip_sums_rewards_and_stops_at_done():
+    env = TransformedEnv(CountEnv(horizon=5), FrameSkipTransform(2))
+    r = env.rollout(10)
+    assert r["next", "obs"].squeeze(-1).tolist() == [2.0, 4.0, 5.0]
+    assert r["next", "reward"].squeeze(-1).tolist() == [1.0 + 2.0, 3.0 + 4.0, 5.0]
+    check_env_specs(env)
+
+
+def test_noop_reset_runs_noops():
+    env = TransformedEnv(CountEnv(), StepCounter())
+    env.append_transform(NoopResetEnv(noops=3, random=False))
+    td = env.reset()
+    assert td["obs"].item() == 3.0 and td["step_count"].item() == 3
+    torch.manual_seed(0)
+    env2 = TransformedEnv(CountEnv(), NoopResetEnv(noops=4, random=True))
+    values = {env2.reset()["obs"].item() for _ in range(30)}
+    assert values <= {1.0, 2.0, 3.0, 4.0} and len(values) > 1
+
+
+def test_terminate_transform():
+    env = TransformedEnv(CountEnv(), TerminateTransform(lambda td: td["obs"] >= 3))
+    r = env.rollout(10)
+    assert r.shape[-1] == 3
+    assert r["next", "terminated"].squeeze(-1).tolist() == [False, False, True]
+    with pytest.raises(TypeError, match="callable"):
+        TerminateTransform(3)
+
+
+def test_time_max_pool():
+    class Wave(CountEnv):
+        def _step(self, td):
+            out = super()._step(td)
+            out["obs"] = torch.tensor([float([5, 1, 2, 7, 0][self.t - 1])])
+            return out
+
+    env = TransformedEnv(Wave(), TimeMaxPool(in_keys=["obs"], T=2))
+    r = env.rollout(5)
+    assert r["next", "obs"].squeeze(-1).tolist() == [5.0, 5.0, 2.0, 7.0, 7.0]
