@@ -1,0 +1,187 @@
+"""Estimator modules: critic calls (batched, shifted, target params), keys, registry, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from objectives_testlib import make_categorical_actor, make_value
+from tensordict import TensorDict
+
+from rl_objectives import DQNLoss, PPOLoss
+from rl_objectives.value import (
+    GAE,
+    TD0Estimator,
+    TD1Estimator,
+    TDLambdaEstimator,
+    ValueEstimators,
+    VTrace,
+    build_value_estimator,
+    default_value_kwargs,
+    register_value_estimator,
+)
+from rl_objectives.value import functional as F
+
+
+def rollout(batch=(3,), steps=12, seed=0) -> TensorDict:
+    """A [*B, T] rollout with auto-resets: obs[t+1] == next_obs[t] except after done."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (*batch, steps)
+    obs = torch.randn(*batch, steps + 1, 3, generator=g)
+    terminated = torch.rand(*shape, 1, generator=g) < 0.15
+    truncated = (torch.rand(*shape, 1, generator=g) < 0.15) & ~terminated
+    done = terminated | truncated
+    next_obs = obs[..., 1:, :].clone()
+    # at done steps the true final observation differs from the next root observation
+    final = torch.randn(*shape, 3, generator=g)
+    next_obs = torch.where(done, final, next_obs)
+    return TensorDict(
+        {
+            "observation": obs[..., :-1, :],
+            "action": torch.randint(4, shape, generator=g),
+            "action_log_prob": -torch.rand(shape, generator=g),
+            ("next", "observation"): next_obs,
+            ("next", "reward"): torch.randn(*shape, 1, generator=g),
+            ("next", "done"): done,
+            ("next", "terminated"): terminated,
+            ("next", "truncated"): truncated,
+        },
+        batch_size=shape,
+    )
+
+
+@pytest.mark.parametrize("shifted", [False, True])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+def test_gae_module_matches_functional(shifted, batch):
+    critic = make_value()
+    td = rollout(batch)
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic, shifted=shifted)(td)
+    with torch.no_grad():
+        v = critic.module(td["observation"])
+        nv = critic.module(td["next", "observation"])
+    adv, target = F.generalized_advantage_estimate(
+        0.9, 0.8, v, nv, td["next", "reward"], td["next", "done"], td["next", "terminated"]
+    )
+    torch.testing.assert_close(td["advantage"], adv)
+    torch.testing.assert_close(td["value_target"], target)
+    torch.testing.assert_close(td["next", "state_value"], nv)
+    assert not td["advantage"].requires_grad
+
+
+def test_gae_time_dim_first():
+    critic = make_value()
+    td = rollout((3,))
+    td_t = td.transpose(0, 1).contiguous()  # [T, B]
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic)(td)
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic, time_dim=0)(td_t)
+    torch.testing.assert_close(td_t["advantage"].transpose(0, 1), td["advantage"])
+
+
+def test_gae_target_params_and_average():
+    critic = make_value()
+    td = rollout()
+    target = TensorDict.from_module(critic).data.clone().apply(lambda p: p * 0)
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic, average_gae=True)(td, target_params=target)
+    adv = td["advantage"]
+    torch.testing.assert_close(td["next", "state_value"], torch.zeros_like(adv) + 0)
+    assert abs(float(adv.mean())) < 1e-5 and abs(float(adv.std()) - 1) < 1e-4
+
+
+def test_gae_differentiable_keeps_graph():
+    critic = make_value()
+    td = rollout()
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic, differentiable=True)(td)
+    assert td["value_target"].requires_grad
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "fn"),
+    [
+        (TD0Estimator, {}, lambda nv, r, d, t: F.td0_return_estimate(0.9, nv, r, t)),
+        (TD1Estimator, {}, lambda nv, r, d, t: F.td1_return_estimate(0.9, nv, r, d, t)),
+        (TDLambdaEstimator, {"lmbda": 0.7}, lambda nv, r, d, t: F.td_lambda_return_estimate(0.9, 0.7, nv, r, d, t)),
+    ],
+)  # fmt: skip
+def test_td_modules_read_values_from_data(cls, kwargs, fn):
+    td = rollout()
+    td["state_value"] = torch.randn(*td.shape, 1)
+    td["next", "state_value"] = torch.randn(*td.shape, 1)
+    cls(gamma=0.9, **kwargs)(td)
+    nxt = td["next"]
+    expected = fn(nxt["state_value"], nxt["reward"], nxt["done"], nxt["terminated"])
+    torch.testing.assert_close(td["value_target"], expected)
+    torch.testing.assert_close(td["advantage"], expected - td["state_value"])
+    est = cls(gamma=0.9, **kwargs)
+    torch.testing.assert_close(est.value_estimate(td, next_value=nxt["state_value"]), expected)
+
+
+def test_vtrace_module_matches_functional():
+    actor = make_categorical_actor()
+    critic = make_value()
+    td = rollout()
+    VTrace(gamma=0.9, actor_network=actor, value_network=critic)(td)
+    with torch.no_grad():
+        log_pi = actor.get_dist(td).log_prob(td["action"]).unsqueeze(-1)
+        v = critic.module(td["observation"])
+        nv = critic.module(td["next", "observation"])
+    adv, vs = F.vtrace_advantage_estimate(
+        0.9, log_pi, td["action_log_prob"].unsqueeze(-1), v, nv,
+        td["next", "reward"], td["next", "done"], td["next", "terminated"],
+    )  # fmt: skip
+    torch.testing.assert_close(td["advantage"], adv)
+    torch.testing.assert_close(td["value_target"], vs)
+
+
+def test_set_keys_routes_every_entry():
+    td = rollout()
+    td = td.rename_key_(("next", "reward"), ("next", "r"))
+    td["v"] = torch.zeros(*td.shape, 1)
+    td["next", "v"] = torch.ones(*td.shape, 1)
+    est = TD0Estimator(gamma=0.5).set_keys(reward="r", value="v", advantage="adv", value_target="tgt")
+    est(td)
+    assert "adv" in td.keys() and "tgt" in td.keys()
+    with pytest.raises(ValueError, match="unknown key name"):
+        est.set_keys(rewards="x")
+
+
+def test_missing_key_names_key_and_set_keys_name():
+    td = rollout()
+    del td["next", "reward"]
+    with pytest.raises(KeyError, match=r"next.*reward.*set_keys.reward="):
+        GAE(gamma=0.9, lmbda=0.9, value_network=make_value())(td)
+
+
+def test_debug_flag_raises_on_non_finite():
+    td = rollout()
+    td["next", "reward"][0, 0] = float("nan")
+    GAE(gamma=0.9, lmbda=0.9, value_network=make_value())(td.clone())  # silent without debug
+    with pytest.raises(ValueError, match="non-finite"):
+        GAE(gamma=0.9, lmbda=0.9, value_network=make_value(), debug=True)(td)
+
+
+def test_registry_plugs_new_estimator_into_losses():
+    class HalfTD0(TD0Estimator):
+        def _returns(self, next_value, reward, done, terminated, time_dim):
+            return 0.5 * super()._returns(next_value, reward, done, terminated, time_dim)
+
+    register_value_estimator("half_td0", default_kwargs={"gamma": 0.8})(HalfTD0)
+    assert default_value_kwargs("half_td0") == {"gamma": 0.8}
+    net = __import__("objectives_testlib").make_action_value()
+    loss = DQNLoss(net, action_space="categorical").make_value_estimator("half_td0")
+    assert isinstance(loss.value_estimator, HalfTD0) and loss.value_estimator.gamma == 0.8
+    # a ready estimator module is accepted as is
+    custom = TD0Estimator(gamma=0.3)
+    assert loss.make_value_estimator(custom).value_estimator is custom
+
+
+def test_make_value_estimator_by_name_and_support_check():
+    loss = PPOLoss(make_categorical_actor(), make_value(), gamma=0.97)
+    loss.make_value_estimator("tdlambda", lmbda=0.5)
+    est = loss.value_estimator
+    assert isinstance(est, TDLambdaEstimator) and est.gamma == 0.97 and est.lmbda == 0.5
+    loss.make_value_estimator(ValueEstimators.VTrace)
+    assert isinstance(loss.value_estimator, VTrace)
+    dqn = DQNLoss(__import__("objectives_testlib").make_action_value(), action_space="categorical")
+    with pytest.raises(NotImplementedError, match="does not support"):
+        dqn.make_value_estimator(ValueEstimators.GAE)
+    with pytest.raises(KeyError, match="unknown value estimator"):
+        build_value_estimator("nope")

@@ -1,0 +1,203 @@
+"""The pure estimators against plain reversed loops, on random data with dones and truncations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rl_objectives.value import functional as F
+from rl_objectives.value._scan import reverse_linear_scan
+
+SETTINGS = settings(max_examples=25, deadline=None)
+
+
+def _data(seed: int, batch: tuple[int, ...], steps: int, time_dim: int):
+    g = torch.Generator().manual_seed(seed)
+    shape = (*batch, steps, 1)
+    terminated = torch.rand(shape, generator=g) < 0.15
+    truncated = (torch.rand(shape, generator=g) < 0.15) & ~terminated
+    data = {
+        "value": torch.randn(shape, generator=g, dtype=torch.float64),
+        "next_value": torch.randn(shape, generator=g, dtype=torch.float64),
+        "reward": torch.randn(shape, generator=g, dtype=torch.float64),
+        "log_pi": -torch.rand(shape, generator=g, dtype=torch.float64),
+        "log_mu": -torch.rand(shape, generator=g, dtype=torch.float64),
+        "terminated": terminated,
+        "done": terminated | truncated,
+    }
+    # move time from -2 to time_dim
+    return {k: v.movedim(-2, time_dim) for k, v in data.items()}
+
+
+def _to_loop(x, time_dim):
+    return x.movedim(time_dim, 0)
+
+
+def _from_loop(x, time_dim):
+    return x.movedim(0, time_dim)
+
+
+def ref_gae(gamma, lmbda, v, nv, r, done, term, time_dim):
+    v, nv, r, done, term = (_to_loop(x, time_dim) for x in (v, nv, r, done, term))
+    adv = torch.zeros_like(r)
+    running = torch.zeros_like(r[0])
+    for t in reversed(range(r.shape[0])):
+        delta = r[t] + gamma * (~term[t]).double() * nv[t] - v[t]
+        running = delta + gamma * lmbda * (~done[t]).double() * running
+        adv[t] = running
+    return _from_loop(adv, time_dim), _from_loop(adv + v, time_dim)
+
+
+def ref_td_lambda(gamma, lmbda, nv, r, done, term, time_dim):
+    nv, r, done, term = (_to_loop(x, time_dim) for x in (nv, r, done, term))
+    out = torch.zeros_like(r)
+    steps = r.shape[0]
+    for t in reversed(range(steps)):
+        if t == steps - 1:
+            g_next = nv[t]
+        else:
+            g_next = torch.where(done[t], nv[t], out[t + 1])
+        out[t] = r[t] + gamma * (~term[t]).double() * ((1 - lmbda) * nv[t] + lmbda * g_next)
+    return _from_loop(out, time_dim)
+
+
+def ref_vtrace(gamma, log_pi, log_mu, v, nv, r, done, term, rho_t, c_t, time_dim):
+    log_pi, log_mu, v, nv, r, done, term = (
+        _to_loop(x, time_dim) for x in (log_pi, log_mu, v, nv, r, done, term)
+    )
+    ratio = (log_pi - log_mu).exp()
+    rho, c = ratio.clamp(max=rho_t), ratio.clamp(max=c_t)
+    steps = r.shape[0]
+    vs = torch.zeros_like(r)
+    acc = torch.zeros_like(r[0])
+    for t in reversed(range(steps)):
+        delta = rho[t] * (r[t] + gamma * (~term[t]).double() * nv[t] - v[t])
+        acc = delta + gamma * (~done[t]).double() * c[t] * acc
+        vs[t] = acc + v[t]
+    adv = torch.zeros_like(r)
+    for t in range(steps):
+        nxt = nv[t] if (t == steps - 1) else torch.where(done[t], nv[t], vs[t + 1])
+        adv[t] = rho[t] * (r[t] + gamma * (~term[t]).double() * nxt - v[t])
+    return _from_loop(adv, time_dim), _from_loop(vs, time_dim)
+
+
+shapes = st.sampled_from([((), 1), ((), 7), ((3,), 17), ((2, 3), 33), ((4,), 100), ((1,), 260)])
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), shape=shapes, time_first=st.booleans(),
+       gamma=st.floats(0.0, 1.0), lmbda=st.floats(0.0, 1.0))  # fmt: skip
+def test_gae_matches_loop(seed, shape, time_first, gamma, lmbda):
+    batch, steps = shape
+    time_dim = 0 if time_first else -2
+    d = _data(seed, batch, steps, time_dim)
+    adv, target = F.generalized_advantage_estimate(
+        gamma, lmbda, d["value"], d["next_value"], d["reward"], d["done"], d["terminated"],
+        time_dim=time_dim,
+    )  # fmt: skip
+    ref_adv, ref_target = ref_gae(
+        gamma, lmbda, d["value"], d["next_value"], d["reward"], d["done"], d["terminated"], time_dim
+    )
+    torch.testing.assert_close(adv, ref_adv)
+    torch.testing.assert_close(target, ref_target)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), shape=shapes, time_first=st.booleans(),
+       gamma=st.floats(0.0, 1.0), lmbda=st.floats(0.0, 1.0))  # fmt: skip
+def test_td_lambda_td1_td0_match_loop(seed, shape, time_first, gamma, lmbda):
+    batch, steps = shape
+    time_dim = 0 if time_first else -2
+    d = _data(seed, batch, steps, time_dim)
+    args = (d["next_value"], d["reward"], d["done"], d["terminated"])
+    got = F.td_lambda_return_estimate(gamma, lmbda, *args, time_dim=time_dim)
+    torch.testing.assert_close(got, ref_td_lambda(gamma, lmbda, *args, time_dim))
+    got1 = F.td1_return_estimate(gamma, *args, time_dim=time_dim)
+    torch.testing.assert_close(got1, ref_td_lambda(gamma, 1.0, *args, time_dim))
+    got0 = F.td0_return_estimate(gamma, d["next_value"], d["reward"], d["terminated"])
+    torch.testing.assert_close(got0, ref_td_lambda(gamma, 0.0, *args, time_dim))
+    adv = F.td_lambda_advantage_estimate(gamma, lmbda, d["value"], *args, time_dim=time_dim)
+    torch.testing.assert_close(adv, got - d["value"])
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), shape=shapes, time_first=st.booleans(),
+       gamma=st.floats(0.0, 1.0), thresh=st.sampled_from([(1.0, 1.0), (2.0, 0.5), (1.5, 1.5)]))  # fmt: skip
+def test_vtrace_matches_loop(seed, shape, time_first, gamma, thresh):
+    batch, steps = shape
+    time_dim = 0 if time_first else -2
+    d = _data(seed, batch, steps, time_dim)
+    args = (d["log_pi"], d["log_mu"], d["value"], d["next_value"], d["reward"], d["done"], d["terminated"])
+    adv, vs = F.vtrace_advantage_estimate(gamma, *args, *thresh, time_dim=time_dim)
+    ref_adv, ref_vs = ref_vtrace(gamma, *args, *thresh, time_dim)
+    torch.testing.assert_close(vs, ref_vs)
+    torch.testing.assert_close(adv, ref_adv)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), shape=shapes, gamma=st.floats(0.0, 1.0))
+def test_reward2go_and_cumsum_match_loop(seed, shape, gamma):
+    batch, steps = shape
+    d = _data(seed, batch, steps, -2)
+    r, done = d["reward"], d["done"]
+    ref = torch.zeros_like(r)
+    running = torch.zeros_like(r[..., 0, :])
+    for t in reversed(range(steps)):
+        running = r[..., t, :] + gamma * (~done[..., t, :]).double() * running
+        ref[..., t, :] = running
+    torch.testing.assert_close(F.reward2go(r, done, gamma), ref)
+    plain = F.discounted_cumsum(r, gamma)
+    ref_plain = F.reward2go(r, torch.zeros_like(done), gamma)
+    torch.testing.assert_close(plain, ref_plain)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 8, 9, 64, 65, 1000])
+@pytest.mark.parametrize("chunk", [2, 3, 8])
+def test_scan_long_horizons_are_exact(steps, chunk):
+    x = torch.randn(3, steps, dtype=torch.float64)
+    g = torch.rand(3, steps, dtype=torch.float64) * (torch.rand(3, steps) > 0.05)
+    ref = torch.zeros_like(x)
+    acc = torch.zeros(3, dtype=torch.float64)
+    for t in reversed(range(steps)):
+        acc = x[:, t] + g[:, t] * acc
+        ref[:, t] = acc
+    torch.testing.assert_close(reverse_linear_scan(x, g, chunk=chunk), ref)
+
+
+def test_float32_long_rollout_stays_close_to_float64():
+    d = _data(0, (2,), 2000, -2)
+    args = [d[k] for k in ("value", "next_value", "reward")]
+    adv64, _ = F.generalized_advantage_estimate(0.999, 0.99, *args, d["done"], d["terminated"])
+    adv32, _ = F.generalized_advantage_estimate(0.999, 0.99, *(a.float() for a in args), d["done"], d["terminated"])
+    torch.testing.assert_close(adv32.double(), adv64, atol=1e-4, rtol=1e-4)
+
+
+def test_gamma_tensor_per_step():
+    d = _data(1, (2,), 10, -2)
+    gamma = torch.rand(2, 10, 1, dtype=torch.float64)
+    adv, _ = F.generalized_advantage_estimate(
+        gamma, 0.9, d["value"], d["next_value"], d["reward"], d["done"], d["terminated"]
+    )
+    ref_adv = torch.zeros_like(adv)
+    running = torch.zeros(2, 1, dtype=torch.float64)
+    for t in reversed(range(10)):
+        delta = d["reward"][:, t] + gamma[:, t] * (~d["terminated"][:, t]).double() * d["next_value"][:, t] - d["value"][:, t]
+        running = delta + gamma[:, t] * 0.9 * (~d["done"][:, t]).double() * running
+        ref_adv[:, t] = running
+    torch.testing.assert_close(adv, ref_adv)
+
+
+def test_shape_mismatch_names_the_argument():
+    v = torch.zeros(4, 5, 1)
+    with pytest.raises(ValueError, match="reward has shape"):
+        F.generalized_advantage_estimate(
+            0.9, 0.9, v, v, torch.zeros(4, 5), torch.zeros(4, 5, 1, dtype=torch.bool)
+        )
+
+
+def test_non_bool_done_is_rejected():
+    v = torch.zeros(5, 1)
+    with pytest.raises(TypeError, match="done must be a bool"):
+        F.td1_return_estimate(0.9, v, v, torch.zeros(5, 1))
