@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -175,7 +174,8 @@ class RayCollector:
             "exploration_type": resolve_exploration_type(exploration_type),
             "storing_device": "cpu",
         }
-        policy_bytes = pickle.dumps(policy) if policy is not None else None
+        # cloudpickle (Ray's serialiser) so that policies defined in scripts travel too.
+        policy_bytes = ray.cloudpickle.dumps(policy) if policy is not None else None
         actor_class = ray.remote(**(remote_config or {"num_cpus": 1}))(RayCollectorWorker)
         self._actors = [
             actor_class.remote(
