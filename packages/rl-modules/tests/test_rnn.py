@@ -195,11 +195,21 @@ def test_sequence_mode_needs_is_init_and_time_dim():
     td = TensorDict(obs=torch.randn(2, 4, 3), batch_size=[2, 4])
     with set_recurrent_mode(True), pytest.raises(KeyError, match="is_init"):
         module(td)
-    td = TensorDict(
-        obs=torch.randn(2, 3), is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2]
-    )
-    with set_recurrent_mode(True), pytest.raises(ValueError, match=r"\[\*B, T, F\]"):
+    td = TensorDict(obs=torch.randn(3), is_init=torch.ones(1, dtype=torch.bool), batch_size=[])
+    with set_recurrent_mode(True), pytest.raises(ValueError, match=r"\[\*B, T\]"):
         module(td)
+
+
+def test_sequence_mode_without_batch_dims():
+    module = _make("gru", 1)
+    x = torch.randn(7, 3)
+    is_init = torch.zeros(7, dtype=torch.bool)
+    is_init[0] = is_init[4] = True
+    td = TensorDict(obs=x, is_init=is_init.unsqueeze(-1), batch_size=[7])
+    with set_recurrent_mode(True):
+        y = module(td)["out"]
+    y_ref, _ = reference_loop(module.rnn, x[None], is_init[None], [torch.zeros(1, 1, 5)])
+    torch.testing.assert_close(y, y_ref[0], rtol=1e-5, atol=1e-5)
 
 
 def test_missing_input_key_is_named():
@@ -274,3 +284,24 @@ def test_nested_keys_and_batch_dims():
     td = module(td)
     assert td["next", "agent", "h"].shape == torch.Size([2, 3, 1, 4])
     assert td["agent", "out"].shape == torch.Size([2, 3, 4])
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_step_with_zero_state_after_first_step_raises(kind):
+    """An env that re-injects zeros instead of carrying ("next", state) is caught."""
+    module = _make(kind, 1)
+    td = TensorDict(obs=torch.randn(2, 3), is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2])
+    td = module(td)
+    # Broken env: the next root holds zeros instead of the state the module wrote.
+    nxt = TensorDict(obs=torch.randn(2, 3), is_init=torch.zeros(2, 1, dtype=torch.bool), batch_size=[2])
+    for k in module.state_keys:
+        nxt.set(k, torch.zeros_like(td["next", k]))
+    with pytest.raises(RuntimeError, match="did not carry the state"):
+        module(nxt.clone())
+    module.check_carried_state = False
+    module(nxt.clone())
+    # A correct env carries the written state: no error.
+    module.check_carried_state = True
+    for k in module.state_keys:
+        nxt.set(k, td["next", k])
+    module(nxt)

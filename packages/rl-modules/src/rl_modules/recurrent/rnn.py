@@ -129,8 +129,10 @@ class _RecurrentModule(TensorDictModuleBase):
         is_init_key: NestedKey,
         default_recurrent_mode: bool | None,
         reset_path: ResetPath,
+        check_carried_state: bool,
     ) -> None:
         who = type(self).__name__
+        self.check_carried_state = check_carried_state
         if reset_path not in ("auto", "packed", "loop"):
             raise ValueError(
                 f"{who}: reset_path must be 'auto', 'packed' or 'loop', got {reset_path!r}."
@@ -221,6 +223,24 @@ class _RecurrentModule(TensorDictModuleBase):
         )
         return tuple(zero for _ in self.state_keys)
 
+    def _check_not_stale(
+        self, tensordict: TensorDictBase, h: torch.Tensor, keep: torch.Tensor
+    ) -> None:
+        # A trained or random RNN state is never exactly zero after a step; an
+        # all-zero state where is_init is False means the env re-injected its
+        # initial value instead of the ("next", state) the module wrote.
+        stale = keep.reshape(-1) & (h == 0).all(0).all(-1)
+        if bool(stale.any()):
+            raise RuntimeError(
+                f"{type(self).__name__}: the recurrent state {self.state_keys[0]!r} is exactly zero "
+                f"at a step where {self.is_init_key!r} is False ({int(stale.sum())} env(s)). The env "
+                f"did not carry the state this module wrote to {self.next_state_keys[0]!r} (e.g. its "
+                "step() replaced the 'next' entries, or a primer re-injected its initial value), so "
+                "every step would silently restart from zeros. Fix the env so that step() keeps "
+                "('next', state) entries written by the policy; pass check_carried_state=False only "
+                "if zero states at non-initial steps are intended."
+            )
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         who = type(self).__name__
         check_in_keys(tensordict, [self.input_key], who)
@@ -244,6 +264,8 @@ class _RecurrentModule(TensorDictModuleBase):
         h0 = tuple(s.reshape(n, *s.shape[-2:]).transpose(0, 1) for s in states)
         if is_init is not None:
             keep = ~is_init.reshape(1, n, 1)
+            if self.check_carried_state:
+                self._check_not_stale(tensordict, h0[0], keep)
             h0 = tuple(h * keep for h in h0)
         h0 = tuple(h.contiguous() for h in h0)
         y, hn = self.rnn(x.reshape(n, 1, x.shape[-1]), h0 if len(h0) > 1 else h0[0])
@@ -263,12 +285,13 @@ class _RecurrentModule(TensorDictModuleBase):
                 "start inside the [*B, T] batch; add an InitTracker transform to the env (or "
                 "write the flag into your data)."
             )
-        if x.ndim < 3:
+        if tensordict.batch_dims < 1:
             raise ValueError(
-                f"{who}: sequence mode expects {self.input_key!r} of shape [*B, T, F], got "
-                f"{tuple(x.shape)}. Outside a loss, run it in step mode (no set_recurrent_mode(True))."
+                f"{who}: sequence mode expects a TensorDict of batch shape [*B, T] (time last), "
+                f"got batch shape {tuple(tensordict.batch_size)}. Outside a loss, run it in step "
+                "mode (no set_recurrent_mode(True))."
             )
-        batch, t = x.shape[:-2], x.shape[-2]
+        batch, t = tensordict.batch_size[:-1], tensordict.batch_size[-1]
         n = batch.numel()
         init = is_init.reshape(n, t)
         states = self._read_states(
@@ -342,6 +365,9 @@ class LSTMModule(_RecurrentModule):
             ATen cell stepped through time; fastest on CPU), ``"packed"``
             (segments as one packed sequence; fastest with cuDNN) or
             ``"auto"`` (by device). Both give the same values.
+        check_carried_state: in step mode, raise when a state read at a step
+            where ``is_init`` is False is exactly zero (the env dropped the
+            state the module wrote and re-injected zeros).
 
     Examples:
         >>> import torch
@@ -385,6 +411,7 @@ class LSTMModule(_RecurrentModule):
         default_recurrent_mode: bool | None = None,
         is_init_key: NestedKey = "is_init",
         reset_path: ResetPath = "auto",
+        check_carried_state: bool = True,
     ) -> None:
         super().__init__()
         if lstm is None:
@@ -403,7 +430,14 @@ class LSTMModule(_RecurrentModule):
         _check_rnn(lstm, "LSTMModule")
         self.lstm = lstm
         self._setup_keys(
-            in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path
+            in_key,
+            in_keys,
+            out_key,
+            out_keys,
+            is_init_key,
+            default_recurrent_mode,
+            reset_path,
+            check_carried_state,
         )
 
 
@@ -428,6 +462,9 @@ class GRUModule(_RecurrentModule):
             ATen cell stepped through time; fastest on CPU), ``"packed"``
             (segments as one packed sequence; fastest with cuDNN) or
             ``"auto"`` (by device). Both give the same values.
+        check_carried_state: in step mode, raise when a state read at a step
+            where ``is_init`` is False is exactly zero (the env dropped the
+            state the module wrote and re-injected zeros).
 
     Examples:
         >>> import torch
@@ -464,6 +501,7 @@ class GRUModule(_RecurrentModule):
         default_recurrent_mode: bool | None = None,
         is_init_key: NestedKey = "is_init",
         reset_path: ResetPath = "auto",
+        check_carried_state: bool = True,
     ) -> None:
         super().__init__()
         if gru is None:
@@ -482,5 +520,12 @@ class GRUModule(_RecurrentModule):
         _check_rnn(gru, "GRUModule")
         self.gru = gru
         self._setup_keys(
-            in_key, in_keys, out_key, out_keys, is_init_key, default_recurrent_mode, reset_path
+            in_key,
+            in_keys,
+            out_key,
+            out_keys,
+            is_init_key,
+            default_recurrent_mode,
+            reset_path,
+            check_carried_state,
         )
