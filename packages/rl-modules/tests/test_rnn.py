@@ -290,10 +290,14 @@ def test_nested_keys_and_batch_dims():
 def test_step_with_zero_state_after_first_step_raises(kind):
     """An env that re-injects zeros instead of carrying ("next", state) is caught."""
     module = _make(kind, 1)
-    td = TensorDict(obs=torch.randn(2, 3), is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2])
+    td = TensorDict(
+        obs=torch.randn(2, 3), is_init=torch.ones(2, 1, dtype=torch.bool), batch_size=[2]
+    )
     td = module(td)
     # Broken env: the next root holds zeros instead of the state the module wrote.
-    nxt = TensorDict(obs=torch.randn(2, 3), is_init=torch.zeros(2, 1, dtype=torch.bool), batch_size=[2])
+    nxt = TensorDict(
+        obs=torch.randn(2, 3), is_init=torch.zeros(2, 1, dtype=torch.bool), batch_size=[2]
+    )
     for k in module.state_keys:
         nxt.set(k, torch.zeros_like(td["next", k]))
     with pytest.raises(RuntimeError, match="did not carry the state"):
