@@ -6,7 +6,14 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
-__all__ = ["check_finite", "get_entry", "normalize_key"]
+__all__ = ["MissingKeyError", "check_finite", "get_entry", "normalize_key"]
+
+
+class MissingKeyError(KeyError):
+    """A ``KeyError`` whose message prints as written (``KeyError`` would print its repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def normalize_key(key: NestedKey) -> NestedKey:
@@ -46,7 +53,7 @@ def get_entry(
     value = tensordict.get(key, None)
     if value is None:
         present = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
-        raise KeyError(
+        raise MissingKeyError(
             f"{owner} expected the entry {key!r} (its '{key_name}' key) in the input "
             f"TensorDict, but it is missing. Present entries: {present}. Write it upstream, "
             f"or point {owner} at your entry with .set_keys({key_name}=<your key>)."

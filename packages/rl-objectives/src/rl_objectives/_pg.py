@@ -97,7 +97,7 @@ def entropy_of(
         sample = dist.rsample((samples_mc,)) if dist.has_rsample else dist.sample((samples_mc,))
         lp = dist.log_prob(sample)
         if is_tensor_collection(lp):
-            return (-lp).apply(lambda x: _to_batch(x.mean(0), batch_ndim))
+            return (-lp).apply(lambda x: _to_batch(x.mean(0), batch_ndim), batch_size=[])
         return -_to_batch(lp.mean(0), batch_ndim)
     if _analytic_entropy(dist):
         return _to_batch(dist.entropy(), batch_ndim)

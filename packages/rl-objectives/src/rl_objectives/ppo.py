@@ -217,7 +217,7 @@ class PPOLoss(LossModule):
             return
         entropy = entropy_of(dist, batch_ndim, self.samples_mc_entropy)
         if is_tensor_collection(entropy):
-            out["composite_entropy"] = entropy.detach().apply(lambda x: x.mean())
+            out["composite_entropy"] = entropy.detach().apply(lambda x: x.mean(), batch_size=[])
             out["entropy"] = sum_leaves(entropy, batch_ndim).detach().mean()
         else:
             out["entropy"] = entropy.detach().mean()

@@ -1,0 +1,148 @@
+"""PPO family, A2C and REINFORCE against plain torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as Fn
+from objectives_testlib import make_categorical_actor, make_normal_actor, make_value, transitions
+from tensordict import TensorDict
+from tensordict.nn import CompositeDistribution, ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential, TensorDictModule
+from torch import distributions as D
+
+from rl_objectives import A2CLoss, ClipPPOLoss, KLPENPPOLoss, PPOLoss, ReinforceLoss
+
+
+def batch(n=16):
+    td = transitions(n, action="categorical")
+    g = torch.Generator().manual_seed(1)
+    td["action_log_prob"] = -torch.rand(n, generator=g) - 0.5
+    td["advantage"] = torch.randn(n, 1, generator=g)
+    td["value_target"] = torch.randn(n, 1, generator=g)
+    td["state_value"] = torch.randn(n, 1, generator=g)
+    td["logits"] = torch.randn(n, 4, generator=g)
+    return td
+
+
+def _ref(actor, critic, td):
+    logits = actor.module[0].module(td["observation"])
+    dist = D.Categorical(logits=logits)
+    lw = dist.log_prob(td["action"]) - td["action_log_prob"]
+    adv = td["advantage"].squeeze(-1)
+    v = critic.module(td["observation"])
+    return dist, lw, adv, v
+
+
+@pytest.mark.parametrize("clip_value", [None, 0.1])
+def test_clip_ppo_matches_plain_torch(clip_value):
+    actor, critic = make_categorical_actor(), make_value()
+    loss = ClipPPOLoss(actor, critic, clip_epsilon=(0.1, 0.3), clip_value=clip_value, entropy_coeff=0.05, critic_coeff=0.5, loss_critic_type="l2")
+    td = batch()
+    out = loss(td)
+    dist, lw, adv, v = _ref(actor, critic, td)
+    r = lw.exp()
+    gain = torch.minimum(r * adv, r.clamp(0.9, 1.3) * adv)
+    torch.testing.assert_close(out["loss_objective"], -gain.mean())
+    torch.testing.assert_close(out["loss_entropy"], -0.05 * dist.entropy().mean())
+    vl = (td["value_target"] - v) ** 2
+    if clip_value:
+        vc = td["state_value"] + (v - td["state_value"]).clamp(-clip_value, clip_value)
+        vl = torch.maximum(vl, (td["value_target"] - vc) ** 2)
+    torch.testing.assert_close(out["loss_critic"], 0.5 * vl.mean())
+    torch.testing.assert_close(out["kl_approx"], (-lw).mean().detach())
+    assert "advantage" not in td.keys() or torch.equal(td["advantage"], batch()["advantage"])
+
+
+def test_ppo_and_klpen_match_plain_torch():
+    actor, critic = make_categorical_actor(), make_value()
+    td = batch()
+    out = PPOLoss(actor, critic, normalize_advantage=True, entropy_bonus=False)(td)
+    dist, lw, adv, v = _ref(actor, critic, td)
+    nadv = (adv - adv.mean()) / adv.std()
+    torch.testing.assert_close(out["loss_objective"], -(lw.exp() * nadv).mean())
+    assert "loss_entropy" not in out.keys()
+    kl_loss = KLPENPPOLoss(actor, critic, beta=2.0, dtarg=1e-6)
+    out = kl_loss(td)
+    kl = D.kl_divergence(D.Categorical(logits=td["logits"]), dist)
+    torch.testing.assert_close(out["loss_objective"], -(lw.exp() * adv - 2.0 * kl).mean())
+    assert float(kl_loss.beta) == 4.0  # kl above 1.5 * dtarg: beta doubled
+
+
+def test_ppo_computes_gae_when_advantage_missing_and_critic_only_gets_critic_grad():
+    actor, critic = make_categorical_actor(), make_value()
+    loss = ClipPPOLoss(actor, critic)
+    td = batch().exclude("advantage", "value_target")
+    out = loss(td)
+    assert "advantage" not in td.keys()  # the caller's data is not modified
+    out["loss_objective"].backward(retain_graph=True)
+    assert all(p.grad is None for p in critic.parameters())
+    loss.zero_grad(set_to_none=True)
+    out["loss_critic"].backward()
+    assert all(p.grad is None for p in actor.parameters())
+
+
+def test_ppo_continuous_and_reduction_none():
+    actor = make_normal_actor()
+    td = transitions(8)
+    td["action_log_prob"] = -torch.rand(8)
+    td["advantage"] = torch.randn(8, 1)
+    out = ClipPPOLoss(actor, reduction="none")(td)
+    assert out["loss_objective"].shape == (8,)
+    dist = actor.get_dist(td.select("observation"))
+    torch.testing.assert_close(out["loss_entropy"], -0.01 * dist.entropy())
+
+
+def test_ppo_composite_action_distribution():
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 7)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y[..., :2], y[..., 2:4].exp() + 0.1, y[..., 4:]
+
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(Head(), ["observation"], [("params", "cont", "loc"), ("params", "cont", "scale"), ("params", "disc", "logits")]),
+        ProbabilisticTensorDictModule(
+            in_keys=["params"], out_keys=[("action", "cont"), ("action", "disc")],
+            distribution_class=CompositeDistribution,
+            distribution_kwargs={
+                "distribution_map": {"cont": lambda loc, scale: D.Independent(D.Normal(loc, scale), 1), "disc": D.Categorical},
+                "name_map": {"cont": ("action", "cont"), "disc": ("action", "disc")},
+            },
+            return_log_prob=True,
+        ),
+    )  # fmt: skip
+    td = actor(TensorDict(observation=torch.randn(8, 3), batch_size=[8]))
+    td = td.exclude("params").detach()
+    td["advantage"] = torch.randn(8, 1)
+    coeff = {("action", "cont_entropy"): 0.1, ("action", "disc_entropy"): 0.2}
+    out = ClipPPOLoss(actor, entropy_coeff=coeff)(td)
+    loc, scale, logits = actor.module[0].module(td["observation"])
+    d_c, d_d = D.Independent(D.Normal(loc, scale), 1), D.Categorical(logits=logits)
+    lp = d_c.log_prob(td["action", "cont"]) + d_d.log_prob(td["action", "disc"])
+    prev = td["action", "cont_log_prob"] + td["action", "disc_log_prob"]
+    torch.testing.assert_close(out["loss_objective"], -(torch.exp(lp - prev) * td["advantage"].squeeze(-1)).mean())
+    torch.testing.assert_close(out["loss_entropy"], -(0.1 * d_c.entropy() + 0.2 * d_d.entropy()).mean())
+    assert set(out["composite_entropy"].keys(True, True)) == set(coeff)
+
+
+def test_missing_log_prob_names_key():
+    td = batch().exclude("action_log_prob")
+    with pytest.raises(KeyError, match="set_keys.sample_log_prob="):
+        ClipPPOLoss(make_categorical_actor())(td)
+
+
+def test_a2c_and_reinforce_match_plain_torch():
+    actor, critic = make_categorical_actor(), make_value()
+    td = batch()
+    out = A2CLoss(actor, critic, entropy_coeff=0.1, loss_critic_type="l1")(td)
+    dist, _, adv, v = _ref(actor, critic, td)
+    lp = dist.log_prob(td["action"])
+    torch.testing.assert_close(out["loss_objective"], -(lp * adv).mean())
+    torch.testing.assert_close(out["loss_entropy"], -0.1 * dist.entropy().mean())
+    torch.testing.assert_close(out["loss_critic"], Fn.l1_loss(v, td["value_target"]))
+    out = ReinforceLoss(actor, critic)(td)
+    torch.testing.assert_close(out["loss_actor"], -(lp * adv).mean())
+    torch.testing.assert_close(out["loss_value"], Fn.smooth_l1_loss(td["value_target"], v))

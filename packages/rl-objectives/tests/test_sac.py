@@ -1,0 +1,107 @@
+"""SAC and discrete SAC against plain torch; gradient isolation."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as Fn
+from objectives_testlib import make_action_value, make_categorical_actor, make_qvalue, make_tanh_actor, transitions
+
+from rl_objectives import DiscreteSACLoss, SACLoss
+
+
+def _q(qnet, obs, act, params=None):
+    if params is None:
+        return qnet.module(obs, act).squeeze(-1)
+    flat = {k.removeprefix("module."): v for k, v in params.flatten_keys(".").items()}
+    return torch.func.functional_call(qnet.module, flat, (obs, act)).squeeze(-1)
+
+
+def test_sac_matches_plain_torch():
+    actor = make_tanh_actor()
+    loss = SACLoss(actor, make_qvalue(), gamma=0.9, alpha_init=0.5, loss_function="l2")
+    assert loss.target_entropy is None  # "auto" without spec: inferred from the data
+    td = transitions(16)
+    torch.manual_seed(3)
+    out = loss(td)
+    assert loss.target_entropy == -2.0
+    q1, q2 = loss.qvalue_network
+    tgt = loss.target_qvalue_network_params
+    torch.manual_seed(3)
+    obs, nobs = td["observation"], td["next", "observation"]
+    with torch.no_grad():
+        nd = actor.get_dist(td["next"].select("observation"))
+        na = nd.rsample()
+        nlp = nd.log_prob(na)
+        nq = torch.minimum(_q(q1, nobs, na, tgt["0"]), _q(q2, nobs, na, tgt["1"]))
+        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * (nq - 0.5 * nlp)
+    lq = ((_q(q1, obs, td["action"]) - y) ** 2 + (_q(q2, obs, td["action"]) - y) ** 2).mean()
+    d = actor.get_dist(td.select("observation"))
+    a = d.rsample()
+    lp = d.log_prob(a)
+    qa = torch.minimum(_q(q1, obs, a), _q(q2, obs, a))
+    torch.testing.assert_close(out["loss_qvalue"], lq)
+    torch.testing.assert_close(out["loss_actor"], (0.5 * lp - qa).mean())
+    torch.testing.assert_close(out["loss_alpha"], (-loss.log_alpha * (lp.detach() - 2.0)).mean())
+    torch.testing.assert_close(out["alpha"], torch.tensor(0.5))
+    assert td["td_error"].shape == (16,)
+
+
+def _grads(module):
+    return [p.grad for p in module.parameters()]
+
+
+def test_sac_gradient_isolation():
+    loss = SACLoss(make_tanh_actor(), make_qvalue(), gamma=0.9, target_entropy=-2.0)
+    out = loss(transitions(16))
+    out["loss_actor"].backward(retain_graph=True)
+    assert all(g is None for g in _grads(loss.qvalue_network))
+    assert all(g is not None for g in _grads(loss.actor_network))
+    assert loss.log_alpha.grad is None
+    loss.zero_grad(set_to_none=True)
+    out["loss_alpha"].backward(retain_graph=True)
+    assert loss.log_alpha.grad is not None
+    assert all(g is None for g in _grads(loss.qvalue_network)) and all(g is None for g in _grads(loss.actor_network))
+    loss.zero_grad(set_to_none=True)
+    out["loss_qvalue"].backward()
+    assert all(g is None for g in _grads(loss.actor_network))
+    assert all(g is not None for g in _grads(loss.qvalue_network))
+    assert all(p.grad is None for p in loss.target_qvalue_network_params.values(True, True))
+    names = [n for n, _ in loss.named_parameters()]
+    assert "temperature.log_alpha" in names and not any("target" in n for n in names)
+
+
+def test_sac_copies_are_reinitialised_and_fixed_alpha():
+    loss = SACLoss(make_tanh_actor(), make_qvalue(), fixed_alpha=True, target_entropy=-2.0)
+    w0, w1 = (net.module.net[0].weight for net in loss.qvalue_network)
+    assert not torch.equal(w0, w1)
+    assert "temperature.log_alpha" not in dict(loss.named_parameters())
+
+
+def test_discrete_sac_matches_plain_torch():
+    actor = make_categorical_actor()
+    loss = DiscreteSACLoss(actor, make_action_value(), action_space="categorical", num_actions=4, gamma=0.9, loss_function="l2")
+    td = transitions(16, action="categorical")
+    out = loss(td)
+    q1, q2 = loss.qvalue_network
+    tgt = loss.target_qvalue_network_params
+
+    def qf(net, obs, params=None):
+        if params is None:
+            return net.module(obs)
+        flat = {k.removeprefix("module."): v for k, v in params.flatten_keys(".").items()}
+        return torch.func.functional_call(net.module, flat, (obs,))
+
+    obs, nobs = td["observation"], td["next", "observation"]
+    with torch.no_grad():
+        np_ = Fn.softmax(actor.module[0].module(nobs), -1)
+        nq = torch.minimum(qf(q1, nobs, tgt["0"]), qf(q2, nobs, tgt["1"]))
+        nv = (np_ * (nq - np_.log())).sum(-1)
+        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nv
+    a = td["action"].unsqueeze(-1)
+    lq = ((qf(q1, obs).gather(-1, a).squeeze(-1) - y) ** 2 + (qf(q2, obs).gather(-1, a).squeeze(-1) - y) ** 2).mean()
+    p = Fn.softmax(actor.module[0].module(obs), -1)
+    minq = torch.minimum(qf(q1, obs), qf(q2, obs))
+    torch.testing.assert_close(out["loss_qvalue"], lq)
+    torch.testing.assert_close(out["loss_actor"], (p * (p.log() - minq)).sum(-1).mean())
+    te = 0.98 * torch.log(torch.tensor(4.0))
+    torch.testing.assert_close(out["loss_alpha"], (-loss.log_alpha * ((p * p.log()).sum(-1).detach() + te)).mean())
