@@ -139,7 +139,11 @@ class Bounded(TensorSpec):
         if self.dtype.is_floating_point:
             if self._scalar and self._finite:
                 out = torch.empty(full, dtype=self.dtype, device=self.device)
-                return out.uniform_(self._lo, self._hi).clamp_(self._lo, self._hi)
+                out.uniform_(self._lo, self._hi)
+                # uniform_ computes in double and rounds to the dtype: for dtypes narrower than
+                # double, rounding is monotonic and the bounds are representable, so the result
+                # stays in [low, high]; float64 may overshoot by one ulp, so clamp it.
+                return out.clamp_(self._lo, self._hi) if self.dtype == torch.float64 else out
             if self._finite:
                 r = torch.rand(full, dtype=self.dtype, device=self.device)
                 return torch.addcmul(low, r, self._scale).clamp_(low, high)

@@ -73,8 +73,8 @@ class Composite:
         >>> td = spec.zero()
         >>> td.batch_size, spec.is_in(td)
         (torch.Size([4]), True)
-        >>> sorted(spec.keys(include_nested=True, leaves_only=True))
-        [('next', 'reward'), 'observation']
+        >>> spec.keys(include_nested=True, leaves_only=True)
+        ['observation', ('next', 'reward')]
     """
 
     def __init__(

@@ -65,6 +65,8 @@ class OneHot(TensorSpec):
         self.mask = _check_mask(mask, shape[:-1], n)
         if self.mask is not None:
             self.mask = self.mask.to(self.device)
+        # rows of the identity: one_hot(i) == _eye[i], one gather instead of one_hot + cast
+        self._eye = torch.eye(n, device=self.device).to(self.dtype)
 
     @property
     def n(self) -> int:
@@ -78,7 +80,7 @@ class OneHot(TensorSpec):
             self.mask = self.mask.to(self.device)
 
     def _one_hot(self, idx: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.one_hot(idx, self.space.n).to(self.dtype)
+        return self._eye[idx]
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Uniform one-hot vectors (among allowed categories), ``shape`` prepended."""
@@ -115,15 +117,26 @@ class OneHot(TensorSpec):
         Raises:
             ValueError: when an index is outside ``[0, n-1]``.
         """
-        idx = torch.as_tensor(np.asarray(val) if not isinstance(val, torch.Tensor) else val)
-        idx = idx.to(device=self.device, dtype=torch.int64)
-        if idx.numel() and (bool((idx < 0).any()) or bool((idx >= self.space.n).any())):
-            raise ValueError(
-                f"OneHot.encode: category indices must be in [0, {self.space.n - 1}], got "
-                f"{idx.tolist()}. encode takes indices, not one-hot vectors."
-            )
-        out = self._one_hot(idx)
+        n = self.space.n
+        if isinstance(val, (int, np.integer)) and not isinstance(val, bool):
+            if not 0 <= val < n:
+                self._bad_index(val)
+            out = self._eye[int(val)].clone()
+        else:
+            if isinstance(val, torch.Tensor):
+                idx = val.to(device=self.device, dtype=torch.int64)
+            else:
+                idx = torch.from_numpy(np.array(val, dtype=np.int64))
+            if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+                self._bad_index(idx.tolist())
+            out = self._eye[idx.to(self.device)]
         return self._fit_shape(out, self.shape, val)
+
+    def _bad_index(self, got: Any) -> None:
+        raise ValueError(
+            f"OneHot.encode: category indices must be in [0, {self.space.n - 1}], got {got}. "
+            f"encode takes indices, not one-hot vectors."
+        )
 
     def to_numpy(self, val: torch.Tensor) -> np.ndarray:
         """The category indices (argmax over the last dim) as a numpy array."""
