@@ -61,7 +61,9 @@ class Raw:
 
     def __init__(self, chunk: TensorDict) -> None:
         self.keys = [k for k in chunk.keys(True, True)]
-        self.buffers = [torch.empty((N, *chunk.get(k).shape[1:]), dtype=chunk.get(k).dtype) for k in self.keys]
+        self.buffers = [
+            torch.empty((N, *chunk.get(k).shape[1:]), dtype=chunk.get(k).dtype) for k in self.keys
+        ]
         self.cursor = 0
 
     def extend(self, chunk: TensorDict) -> None:
@@ -87,9 +89,10 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=300)
     args = parser.parse_args()
     torch.manual_seed(0)
-    import rl_buffers as ours
     import torchrl
     import torchrl.data as trl
+
+    import rl_buffers as ours
 
     chunks = [make_chunk(CHUNK) for _ in range(N // CHUNK)]
     rows: list[tuple[str, float, float | None, float]] = []
@@ -125,15 +128,20 @@ def main() -> None:
         def step():
             s = rb.sample(BATCH)
             rb.update_priority(s["index"], torch.rand(BATCH) + 0.01)
+
         return step
 
-    rb = ours.TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=ours.LazyTensorStorage(N))
+    rb = ours.TensorDictPrioritizedReplayBuffer(
+        alpha=0.7, beta=0.5, storage=ours.LazyTensorStorage(N)
+    )
     ext = fill(rb.extend, chunks)
     smp = per_call(prio_loop(rb, "_weight"), args.iters)
     backend = rb.sampler.backend
     del rb
     gc.collect()
-    trb = trl.TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=trl.LazyTensorStorage(N))
+    trb = trl.TensorDictPrioritizedReplayBuffer(
+        alpha=0.7, beta=0.5, storage=trl.LazyTensorStorage(N)
+    )
     t_ext = fill(trb.extend, chunks)
     t_smp = per_call(prio_loop(trb, "priority_weight"), args.iters)
     rows.append(("prioritized extend 1M in chunks of 1000", ext, t_ext, raw_extend))
@@ -141,7 +149,9 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, torchrl {torchrl.__version__}, threads {torch.get_num_threads()}, "
           f"segment-tree backend: {backend}")  # fmt: skip
-    print(f"{'workload':<52} {'ours':>10} {'TorchRL':>10} {'raw':>10} {'TorchRL/ours':>13} {'ours/raw':>9}")
+    print(
+        f"{'workload':<52} {'ours':>10} {'TorchRL':>10} {'raw':>10} {'TorchRL/ours':>13} {'ours/raw':>9}"
+    )
     for label, o, t, r in rows:
         unit, scale = ("s", 1.0) if o > 0.1 else ("us", 1e6)
         print(f"{label:<52} {o * scale:>8.1f}{unit:>2} {t * scale:>8.1f}{unit:>2} {r * scale:>8.1f}{unit:>2} "

@@ -9,7 +9,9 @@ import pytest
 import rl_buffers
 
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages(rl_buffers.__path__, "rl_buffers.") if not m.name.endswith("__main__")
+    m.name
+    for m in pkgutil.walk_packages(rl_buffers.__path__, "rl_buffers.")
+    if not m.name.endswith("__main__")
 )
 
 

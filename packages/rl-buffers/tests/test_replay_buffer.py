@@ -2,7 +2,6 @@ import threading
 
 import pytest
 import torch
-from tensordict import TensorDict
 
 from rl_buffers import (
     LazyMemmapStorage,
@@ -137,7 +136,9 @@ def test_bad_extend_raises_and_writes_nothing(make, bad):
 
 @pytest.mark.parametrize("priority", [-1.0, float("nan"), float("inf")])
 def test_bad_priorities_raise_and_change_nothing(priority):
-    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(10), backend="torch")
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=0.6, beta=0.4, storage=LazyTensorStorage(10), backend="torch"
+    )
     rb.extend(transitions(4))
     before = rb.sampler.priorities().clone()
     with pytest.raises(ValueError, match="finite and >= 0"):

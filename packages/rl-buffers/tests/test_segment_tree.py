@@ -104,7 +104,9 @@ def test_out_of_range_index_raises():
 
 def test_cuda_source_compiles_with_nvcc(tmp_path):
     """The .cu builds with this machine's nvcc (no GPU needed); cached by source hash."""
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+    )
     if nvcc is None:
         pytest.skip("nvcc is not installed")
     source = CSRC / "segment_tree_cuda.cu"
@@ -136,4 +138,6 @@ def test_cuda_kernels_match_fallback(dtype):
         assert torch.equal(ref.tree, fast.tree.cpu())
         assert torch.equal(ref.query(10, size), fast.query(10, size).cpu())
     mass = torch.rand(1000, dtype=dtype) * pairs[0][0].query(0, size)
-    assert torch.equal(pairs[0][0].scan_lower_bound(mass), pairs[0][1].scan_lower_bound(mass.cuda()).cpu())
+    assert torch.equal(
+        pairs[0][0].scan_lower_bound(mass), pairs[0][1].scan_lower_bound(mass.cuda()).cpu()
+    )

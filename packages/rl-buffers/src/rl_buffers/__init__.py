@@ -15,13 +15,23 @@ from rl_buffers.samplers import (
     SliceSamplerWithoutReplacement,
 )
 from rl_buffers.segment_tree import MinSegmentTree, SumSegmentTree
-from rl_buffers.storages import LazyMemmapStorage, LazyTensorStorage, ListStorage, Storage, TensorStorage
+from rl_buffers.storages import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    Storage,
+    TensorStorage,
+)
 from rl_buffers.tensordict_replay_buffer import (
     PrioritizedReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
-from rl_buffers.writers import RoundRobinWriter, TensorDictMaxValueWriter, TensorDictRoundRobinWriter
+from rl_buffers.writers import (
+    RoundRobinWriter,
+    TensorDictMaxValueWriter,
+    TensorDictRoundRobinWriter,
+)
 
 __version__ = _version("rl-buffers")
 

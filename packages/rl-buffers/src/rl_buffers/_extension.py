@@ -55,7 +55,9 @@ def build_directory(kind: str) -> Path:
         True
     """
     names = CPU_SOURCES if kind == "cpu" else CPU_SOURCES + CUDA_SOURCES
-    tag = f"torch-{torch.__version__.replace('+', '_')}-py{sys.version_info[0]}{sys.version_info[1]}"
+    tag = (
+        f"torch-{torch.__version__.replace('+', '_')}-py{sys.version_info[0]}{sys.version_info[1]}"
+    )
     return Path.home() / ".cache" / "rl_buffers" / tag / f"{kind}-{_sources_hash(names)}"
 
 

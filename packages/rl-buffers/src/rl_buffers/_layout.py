@@ -29,7 +29,9 @@ def _fmt(key: tuple[str, ...]) -> str:
     return repr(key[0]) if len(key) == 1 else repr(key)
 
 
-def td_leaf_keys(data: TensorDictBase, ignore: Iterable[tuple[str, ...]] = ()) -> list[tuple[str, ...]]:
+def td_leaf_keys(
+    data: TensorDictBase, ignore: Iterable[tuple[str, ...]] = ()
+) -> list[tuple[str, ...]]:
     """The sorted leaf keys of a TensorDict (as tuples), without ``ignore``."""
     ignored = set(ignore)
     keys = [as_tuple(k) for k in data.keys(include_nested=True, leaves_only=True)]
@@ -87,9 +89,14 @@ class Layout:
 
     def bytes_per_item(self) -> int:
         """Bytes of one item across all leaves."""
-        return sum(s.numel() * torch.empty((), dtype=d).element_size() for s, d in zip(self.shapes, self.dtypes))
+        return sum(
+            s.numel() * torch.empty((), dtype=d).element_size()
+            for s, d in zip(self.shapes, self.dtypes)
+        )
 
-    def leaves(self, data: Any, batch_ndim: int, ignore: Iterable[tuple[str, ...]] = ()) -> list[torch.Tensor]:
+    def leaves(
+        self, data: Any, batch_ndim: int, ignore: Iterable[tuple[str, ...]] = ()
+    ) -> list[torch.Tensor]:
         """The leaves of ``data``, checked against this layout (raises before any write).
 
         Raises:
@@ -154,7 +161,9 @@ class Layout:
         full = torch.Size([*batch_size, *self.item_batch])
         return self._build_node(self._tree, leaves, full)
 
-    def _build_node(self, node: dict, leaves: list[torch.Tensor], batch_size: torch.Size) -> TensorDict:
+    def _build_node(
+        self, node: dict, leaves: list[torch.Tensor], batch_size: torch.Size
+    ) -> TensorDict:
         source = {
             name: (leaves[v] if isinstance(v, int) else self._build_node(v, leaves, batch_size))
             for name, v in node.items()

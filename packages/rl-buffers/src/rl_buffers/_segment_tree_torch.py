@@ -44,7 +44,9 @@ def _combine(a: torch.Tensor, b: torch.Tensor, op: int) -> torch.Tensor:
     return a + b if op == SUM else torch.minimum(a, b)
 
 
-def update(tree: torch.Tensor, capacity: int, index: torch.Tensor, value: torch.Tensor, op: int) -> None:
+def update(
+    tree: torch.Tensor, capacity: int, index: torch.Tensor, value: torch.Tensor, op: int
+) -> None:
     """Writes leaves (last write wins) and recomputes their ancestors, in place."""
     index, value = dedup_last(index.to(device=tree.device, dtype=torch.long).reshape(-1),
                               value.to(device=tree.device, dtype=tree.dtype).reshape(-1))  # fmt: skip

@@ -105,7 +105,9 @@ class HERReplayBuffer(TensorDictReplayBuffer):
             raise ValueError(f"her_ratio must be in [0, 1], got {her_ratio}.")
         super().__init__(**kwargs)
         if not hasattr(self._storage, "get_leaf") or self._storage.ndim != 1:
-            raise TypeError("HERReplayBuffer needs a 1-d tensor storage (LazyTensorStorage or LazyMemmapStorage).")
+            raise TypeError(
+                "HERReplayBuffer needs a 1-d tensor storage (LazyTensorStorage or LazyMemmapStorage)."
+            )
         self.reward_fn = reward_fn
         self.her_ratio = her_ratio
         self.strategy = HindsightStrategy(strategy)
@@ -117,7 +119,9 @@ class HERReplayBuffer(TensorDictReplayBuffer):
         count = self._storage.write_count
         if self._cache is None or self._cache[0] != count:
             if not self._storage.has_key(self.end_key):
-                raise KeyError(f"HERReplayBuffer: the stored data has no end flag {self.end_key!r}.")
+                raise KeyError(
+                    f"HERReplayBuffer: the stored data has no end flag {self.end_key!r}."
+                )
             self._cache = (count, locate(self._storage, end_key=self.end_key, traj_key=None))
         return self._cache[1]
 
@@ -129,11 +133,15 @@ class HERReplayBuffer(TensorDictReplayBuffer):
         if not bool(relabel.any()):
             return data
         rows = relabel.nonzero().squeeze(-1)
-        goal_pos = choose_goal_steps(position[rows], self._trajectories(), self.strategy, len(self._storage))
+        goal_pos = choose_goal_steps(
+            position[rows], self._trajectories(), self.strategy, len(self._storage)
+        )
         source = ("next", *self.achieved_goal_key)
         if not self._storage.has_key(source):
             source = self.achieved_goal_key
-        new_goal = self._storage.get_leaf(source)[goal_pos.to(self._storage.device)].to(data.device or "cpu")
+        new_goal = self._storage.get_leaf(source)[goal_pos.to(self._storage.device)].to(
+            data.device or "cpu"
+        )
         dev_rows = rows.to(data.device or "cpu")
         goal = data.get(self.goal_key).clone()
         goal[dev_rows] = new_goal

@@ -181,7 +181,9 @@ class ReplayBuffer:
         if batch_size is None:
             batch_size = self._batch_size
             if batch_size is None:
-                raise ValueError("sample() needs a batch_size: pass one here or to the constructor.")
+                raise ValueError(
+                    "sample() needs a batch_size: pass one here or to the constructor."
+                )
         if self._prefetch and batch_size == self._batch_size:
             data, info = self._prefetched(batch_size)
         else:
@@ -190,9 +192,13 @@ class ReplayBuffer:
 
     def _prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl_buffers_prefetch")
+            self._executor = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="rl_buffers_prefetch"
+            )
         if len(self) == 0:
-            return self._sample_once(batch_size)  # raises the empty-buffer error here, not in a thread
+            return self._sample_once(
+                batch_size
+            )  # raises the empty-buffer error here, not in a thread
         while len(self._futures) <= self._prefetch:
             self._futures.append(self._executor.submit(self._sample_once, batch_size))
         return self._futures.popleft().result()
@@ -257,7 +263,9 @@ class ReplayBuffer:
         """Restores a checkpoint written by :meth:`dumps` into this (same-shaped) buffer."""
         path = Path(path)
         if not (path / "buffer.pt").exists():
-            raise FileNotFoundError(f"{str(path)!r} is not a replay-buffer checkpoint (no buffer.pt).")
+            raise FileNotFoundError(
+                f"{str(path)!r} is not a replay-buffer checkpoint (no buffer.pt)."
+            )
         state = torch.load(path / "buffer.pt", weights_only=False)
         if state["storage"] != type(self._storage).__name__:
             raise TypeError(

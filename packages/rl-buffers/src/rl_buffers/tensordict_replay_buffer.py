@@ -35,7 +35,11 @@ class TensorDictReplayBuffer(ReplayBuffer):
     """
 
     def __init__(
-        self, *, priority_key: NestedKey = "td_error", priority_weight_key: NestedKey = "_weight", **kwargs: Any
+        self,
+        *,
+        priority_key: NestedKey = "td_error",
+        priority_weight_key: NestedKey = "_weight",
+        **kwargs: Any,
     ) -> None:
         self.priority_key = as_tuple(priority_key)
         self.priority_weight_key = as_tuple(priority_weight_key)
@@ -79,7 +83,9 @@ class TensorDictReplayBuffer(ReplayBuffer):
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
         """Updates priorities from ``data[priority_key]`` at ``data["index"]`` (a sampled batch)."""
         if "index" not in data.keys():
-            raise KeyError("update_tensordict_priority: the data has no 'index' entry; pass a sampled batch.")
+            raise KeyError(
+                "update_tensordict_priority: the data has no 'index' entry; pass a sampled batch."
+            )
         priority = data.get(self.priority_key, None)
         if priority is None:
             raise KeyError(
@@ -153,5 +159,7 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         backend: Backend = "auto", **kwargs: Any,
     ) -> None:  # fmt: skip
         storage = storage if storage is not None else ListStorage(1000)
-        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps, dtype, reduction, backend=backend)
+        sampler = PrioritizedSampler(
+            storage.max_size, alpha, beta, eps, dtype, reduction, backend=backend
+        )
         super().__init__(priority_key=priority_key, storage=storage, sampler=sampler, **kwargs)

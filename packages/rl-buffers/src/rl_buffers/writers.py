@@ -140,7 +140,9 @@ class TensorDictMaxValueWriter:
         except KeyError:
             value = None
         if value is None:
-            raise KeyError(f"TensorDictMaxValueWriter: the data has no rank entry {self.rank_key!r}.")
+            raise KeyError(
+                f"TensorDictMaxValueWriter: the data has no rank entry {self.rank_key!r}."
+            )
         value = value.reshape(value.shape[0], -1).double().cpu()
         if self.reduction in ("max", "min"):
             return getattr(value, self.reduction)(-1).values
@@ -160,9 +162,10 @@ class TensorDictMaxValueWriter:
         kept = torch.zeros(pool.numel(), dtype=torch.bool)
         kept[order] = True
         new_kept = kept[cap:].nonzero().squeeze(-1)
-        free = (~kept[:cap]).nonzero().squeeze(-1)
-        # Fill empty positions first, lowest first, so that the storage stays dense.
         stored = len(self._storage)
+        occupied = torch.arange(cap) < stored
+        free = (~(kept[:cap] & occupied)).nonzero().squeeze(-1)
+        # Fill empty positions first, lowest first, so that the storage stays dense.
         free = torch.cat([free[free >= stored], free[free < stored]])
         positions = torch.full((n,), -1, dtype=torch.long)
         if new_kept.numel():

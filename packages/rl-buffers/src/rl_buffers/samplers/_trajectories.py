@@ -50,7 +50,9 @@ def ends_from_ids(ids: torch.Tensor, cursor: int, full: bool) -> torch.Tensor:
     return ends_from_flags(end, cursor, full)
 
 
-def locate(storage: Storage, *, end_key: NestedKey | None, traj_key: NestedKey | None) -> Trajectories:
+def locate(
+    storage: Storage, *, end_key: NestedKey | None, traj_key: NestedKey | None
+) -> Trajectories:
     """Finds the trajectories stored in a tensor storage from ``end_key`` flags or ``traj_key`` ids."""
     key = traj_key if traj_key is not None else end_key
     values = storage.get_leaf(key).cpu()

@@ -79,8 +79,12 @@ class PrioritizedSampler(Sampler):
         self.dtype = dtype
         self.reduction = reduction
         self.device = torch.device(device) if device is not None else torch.device("cpu")
-        self._sum_tree = SumSegmentTree(self.max_capacity, dtype=dtype, device=self.device, backend=backend)
-        self._min_tree = MinSegmentTree(self.max_capacity, dtype=dtype, device=self.device, backend=backend)
+        self._sum_tree = SumSegmentTree(
+            self.max_capacity, dtype=dtype, device=self.device, backend=backend
+        )
+        self._min_tree = MinSegmentTree(
+            self.max_capacity, dtype=dtype, device=self.device, backend=backend
+        )
         self.backend = self._sum_tree.backend
         self._max_priority = 1.0
 
@@ -99,7 +103,9 @@ class PrioritizedSampler(Sampler):
         positions = self._positions(index, storage)
         positions = positions[positions >= 0]
         if positions.numel():
-            self._write(positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64))
+            self._write(
+                positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64)
+            )
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         n = check_not_empty(storage)
@@ -107,7 +113,9 @@ class PrioritizedSampler(Sampler):
         p_sum = self._sum_tree.query(0, end)
         p_min = self._min_tree.query(0, end)
         if not bool(p_sum > 0):
-            raise RuntimeError("all priorities are zero: update them with positive values (or use eps > 0).")
+            raise RuntimeError(
+                "all priorities are zero: update them with positive values (or use eps > 0)."
+            )
         mass = torch.rand(batch_size, dtype=self.dtype, device=self.device) * p_sum
         position = self._sum_tree.scan_lower_bound(mass).clamp_max_(end - 1)
         p = self._sum_tree[position]

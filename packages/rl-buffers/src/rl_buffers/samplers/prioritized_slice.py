@@ -59,7 +59,9 @@ class PrioritizedSliceSampler(SliceSampler):
     ) -> None:
         super().__init__(num_slices=num_slices, slice_len=slice_len, end_key=end_key, traj_key=traj_key,
                          truncated_key=truncated_key, init_key=init_key, strict_length=strict_length)  # fmt: skip
-        self.priority = PrioritizedSampler(max_capacity, alpha, beta, eps, dtype, reduction, backend=backend)
+        self.priority = PrioritizedSampler(
+            max_capacity, alpha, beta, eps, dtype, reduction, backend=backend
+        )
 
     def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
         self.priority.extend(index, storage)

@@ -92,4 +92,9 @@ class SamplerWithoutReplacement(Sampler):
         return {"perm": self._perm, "pos": self._pos, "len": self._len, "ran_out": self.ran_out}
 
     def load_state_dict(self, state: dict) -> None:
-        self._perm, self._pos, self._len, self.ran_out = state["perm"], state["pos"], state["len"], state["ran_out"]
+        self._perm, self._pos, self._len, self.ran_out = (
+            state["perm"],
+            state["pos"],
+            state["len"],
+            state["ran_out"],
+        )

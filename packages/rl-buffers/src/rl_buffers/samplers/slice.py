@@ -67,7 +67,9 @@ class SliceSampler(Sampler):
             raise ValueError("pass end_key or traj_key, not both.")
         self.num_slices, self.slice_len = num_slices, slice_len
         self.traj_key = as_tuple(traj_key) if traj_key is not None else None
-        self.end_key = as_tuple(end_key) if end_key is not None else (None if traj_key else ("next", "done"))
+        self.end_key = (
+            as_tuple(end_key) if end_key is not None else (None if traj_key else ("next", "done"))
+        )
         self.truncated_key = as_tuple(truncated_key) if truncated_key is not None else None
         self.init_key = as_tuple(init_key) if init_key is not None else None
         self.strict_length = strict_length
@@ -76,16 +78,22 @@ class SliceSampler(Sampler):
     def _shape(self, batch_size: int) -> tuple[int, int]:
         if self.num_slices is not None:
             if batch_size % self.num_slices:
-                raise ValueError(f"batch_size={batch_size} is not a multiple of num_slices={self.num_slices}.")
+                raise ValueError(
+                    f"batch_size={batch_size} is not a multiple of num_slices={self.num_slices}."
+                )
             return self.num_slices, batch_size // self.num_slices
         if batch_size % self.slice_len:
-            raise ValueError(f"batch_size={batch_size} is not a multiple of slice_len={self.slice_len}.")
+            raise ValueError(
+                f"batch_size={batch_size} is not a multiple of slice_len={self.slice_len}."
+            )
         return batch_size // self.slice_len, self.slice_len
 
     def trajectories(self, storage: Storage) -> Trajectories:
         """The stored trajectories (cached until the storage is written again)."""
         if not hasattr(storage, "get_leaf"):
-            raise TypeError("slice samplers need a tensor storage (LazyTensorStorage / LazyMemmapStorage).")
+            raise TypeError(
+                "slice samplers need a tensor storage (LazyTensorStorage / LazyMemmapStorage)."
+            )
         key = (id(storage), storage.write_count)
         if self._cache is None or self._cache[:2] != key:
             self._cache = (*key, locate(storage, end_key=self.end_key, traj_key=self.traj_key))
@@ -143,7 +151,9 @@ class SliceSampler(Sampler):
             done_key = _replace_last(self.truncated_key, "done")
             like = data.get(done_key, None) if hasattr(data, "get") else None
             shape = like.shape if like is not None else (*last.shape, 1)
-            mark = last.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+            mark = (
+                last.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+            )
             old_trunc = data.get(self.truncated_key, None)
             data.set(self.truncated_key, mark | old_trunc if old_trunc is not None else mark)
             if like is not None:
@@ -151,7 +161,9 @@ class SliceSampler(Sampler):
         if self.init_key is not None:
             old = data.get(self.init_key, None)
             shape = old.shape if old is not None else (*first.shape, 1)
-            mark = first.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+            mark = (
+                first.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+            )
             data.set(self.init_key, mark | old if old is not None else mark)
         return data
 
@@ -199,7 +211,9 @@ class SliceSamplerWithoutReplacement(SliceSampler):
             self._pos, self._epoch_key, self.ran_out = 0, key, False
         chosen = self._perm[self._pos : self._pos + n_slices]
         if self.drop_last and chosen.numel() < n_slices:
-            raise RuntimeError("the epoch has no full batch left (drop_last=True): sample again for a new epoch.")
+            raise RuntimeError(
+                "the epoch has no full batch left (drop_last=True): sample again for a new epoch."
+            )
         self._pos += chosen.numel()
         left = self._perm.numel() - self._pos
         if left == 0 or (self.drop_last and left < n_slices):
@@ -216,4 +230,3 @@ class SliceSamplerWithoutReplacement(SliceSampler):
     def load_state_dict(self, state: dict) -> None:
         self._perm, self._pos, self.ran_out = state["perm"], state["pos"], state["ran_out"]
         self._epoch_key = None if self._perm is None else "restored"
-

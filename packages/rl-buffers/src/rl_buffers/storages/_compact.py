@@ -18,7 +18,9 @@ import torch
 def _bits(x: torch.Tensor) -> torch.Tensor:
     """A view whose ``==`` is bitwise equality (NaN == NaN, -0.0 != 0.0)."""
     if x.is_floating_point() or x.is_complex():
-        return x.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
+        return x.view(
+            {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
+        )
     return x
 
 
@@ -35,7 +37,9 @@ class CompactNext:
         self.pool_size = 0
 
     def allocate_pools(self, shapes: list[torch.Size], dtypes: list[torch.dtype]) -> None:
-        self.pools = [torch.empty((0, *s), dtype=d, device=self.device) for s, d in zip(shapes, dtypes)]
+        self.pools = [
+            torch.empty((0, *s), dtype=d, device=self.device) for s, d in zip(shapes, dtypes)
+        ]
 
     def _take_slots(self, n: int) -> torch.Tensor:
         reuse = [self.free.pop() for _ in range(min(n, len(self.free)))]
@@ -44,7 +48,9 @@ class CompactNext:
             new_size = max(self.pool_size + extra, 2 * self.pool_size, 16)
             new_size = min(new_size, max(self.capacity, self.pool_size + extra))
             for i, pool in enumerate(self.pools):
-                grown = torch.empty((new_size, *pool.shape[1:]), dtype=pool.dtype, device=self.device)
+                grown = torch.empty(
+                    (new_size, *pool.shape[1:]), dtype=pool.dtype, device=self.device
+                )
                 grown[: self.pool_size] = pool[: self.pool_size]
                 self.pools[i] = grown
             reuse += list(range(self.pool_size, self.pool_size + extra))

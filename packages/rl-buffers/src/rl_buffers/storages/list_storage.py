@@ -25,7 +25,9 @@ class ListStorage(Storage):
         ['b', 'b']
     """
 
-    def __init__(self, max_size: int | None = None, *, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self, max_size: int | None = None, *, device: torch.device | str | None = None
+    ) -> None:
         self.max_size = 1000 if max_size is None else int(max_size)
         if self.max_size < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}.")
@@ -58,7 +60,9 @@ class ListStorage(Storage):
             raise ValueError(f"{len(positions)} positions for {len(items)} items.")
         for pos, item in zip(positions, items):
             if pos < 0 or pos > len(self._items) or pos >= self.max_size:
-                raise IndexError(f"ListStorage: cannot write position {pos} with {len(self._items)} items stored.")
+                raise IndexError(
+                    f"ListStorage: cannot write position {pos} with {len(self._items)} items stored."
+                )
             if pos == len(self._items):
                 self._items.append(item)
             else:

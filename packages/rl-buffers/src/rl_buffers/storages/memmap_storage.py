@@ -100,7 +100,9 @@ class LazyMemmapStorage(TensorStorage):
             with open(path, "wb") as f:
                 f.truncate(nbytes)
         elif path.stat().st_size != nbytes:
-            raise ValueError(f"LazyMemmapStorage: {path} has {path.stat().st_size} bytes, expected {nbytes}.")
+            raise ValueError(
+                f"LazyMemmapStorage: {path} has {path.stat().st_size} bytes, expected {nbytes}."
+            )
         return torch.from_file(str(path), shared=True, size=shape.numel(), dtype=dtype).view(shape)
 
     def _allocate_leaf(self, i: int, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
@@ -138,4 +140,8 @@ class LazyMemmapStorage(TensorStorage):
 
     def _after_write(self) -> None:
         if self._state is not None:
-            self._state[0], self._state[1], self._state[2] = self._filled, self._cursor, self._write_count
+            self._state[0], self._state[1], self._state[2] = (
+                self._filled,
+                self._cursor,
+                self._write_count,
+            )

@@ -49,7 +49,9 @@ class TensorStorage(Storage):
         if ndim not in (1, 2):
             raise ValueError(f"ndim must be 1 or 2, got {ndim}.")
         if compact_keys and ndim != 1:
-            raise ValueError("compact_keys needs a 1-d storage (ndim=1): flatten [envs, time] batches first.")
+            raise ValueError(
+                "compact_keys needs a 1-d storage (ndim=1): flatten [envs, time] batches first."
+            )
         self.max_size = int(max_size)
         self.ndim = ndim
         self.device = torch.device(device)
@@ -72,7 +74,9 @@ class TensorStorage(Storage):
     @property
     def shape(self) -> torch.Size:
         """``[len]`` or ``[envs, filled time steps]``."""
-        return torch.Size([self._filled]) if self.ndim == 1 else torch.Size([self._envs, self._filled])
+        return (
+            torch.Size([self._filled]) if self.ndim == 1 else torch.Size([self._envs, self._filled])
+        )
 
     @property
     def layout(self) -> Layout | None:
@@ -82,14 +86,18 @@ class TensorStorage(Storage):
         if self.ndim == 1:
             return self.max_size
         if self.max_size < envs:
-            raise ValueError(f"max_size={self.max_size} is smaller than the {envs} envs of the data.")
+            raise ValueError(
+                f"max_size={self.max_size} is smaller than the {envs} envs of the data."
+            )
         return self.max_size // envs
 
     def n_items(self, data: Any) -> int:
         return self._batch_shape(data)[self.ndim - 1]
 
     def write_capacity(self, data: Any) -> int:
-        return self._time_capacity(self._envs if self._layout is not None else self._batch_shape(data)[0])
+        return self._time_capacity(
+            self._envs if self._layout is not None else self._batch_shape(data)[0]
+        )
 
     def take(self, data: Any, start: int) -> Any:
         if self.ndim == 1:
@@ -103,7 +111,9 @@ class TensorStorage(Storage):
             shape = data.shape
         else:
             leaves = pytree.tree_leaves(data)
-            shape = leaves[0].shape if leaves and isinstance(leaves[0], torch.Tensor) else torch.Size()
+            shape = (
+                leaves[0].shape if leaves and isinstance(leaves[0], torch.Tensor) else torch.Size()
+            )
         if len(shape) < self.ndim:
             raise ValueError(
                 f"a {self.ndim}-d storage is extended with data of batch shape [{'envs, ' if self.ndim == 2 else ''}N]; "
@@ -181,7 +191,9 @@ class TensorStorage(Storage):
         leaves, nxt = self._data_leaves(data)  # validates everything before any write
         envs = leaves[0].shape[0] if self.ndim == 2 else 1
         if self.ndim == 2 and envs != self._envs:
-            raise ValueError(f"the storage holds {self._envs} envs, the data has {envs} (its dim 0).")
+            raise ValueError(
+                f"the storage holds {self._envs} envs, the data has {envs} (its dim 0)."
+            )
         if isinstance(index, torch.Tensor):
             index = index.to(self.device)
             n, last = index.numel(), int(index[-1]) if index.numel() else -1
@@ -189,7 +201,11 @@ class TensorStorage(Storage):
         else:
             n, last, top = index.stop - index.start, index.stop - 1, index.stop
         if self._compact is not None:
-            pos = index if isinstance(index, torch.Tensor) else torch.arange(index.start, index.stop, device=self.device)
+            pos = (
+                index
+                if isinstance(index, torch.Tensor)
+                else torch.arange(index.start, index.stop, device=self.device)
+            )
             self._compact.before_write(pos, [leaves[i].to(self.device) for i in self._compact_pos],
                                        [x.to(self.device) for x in nxt],
                                        [self._leaves[i] for i in self._compact_pos], self._filled)  # fmt: skip
@@ -256,7 +272,10 @@ class TensorStorage(Storage):
         if self._layout is None:
             return {"layout": None}
         filled = self._filled
-        leaves = [b[:filled].cpu().clone() if self.ndim == 1 else b[:, :filled].cpu().clone() for b in self._leaves]
+        leaves = [
+            b[:filled].cpu().clone() if self.ndim == 1 else b[:, :filled].cpu().clone()
+            for b in self._leaves
+        ]
         full = getattr(self, "_full_layout", None)
         return {
             "layout": self._layout.to_meta(),

@@ -1,0 +1,98 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from rl_buffers import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    StorageMemoryError,
+    TensorDictMaxValueWriter,
+    TensorDictReplayBuffer,
+)
+from rl_buffers._memory import available_bytes
+
+from ._data import rollout, transitions
+
+
+def test_memmap_reopens_after_process_restart(tmp_path):
+    script = textwrap.dedent(f"""
+        import torch
+        from tensordict import TensorDict
+        from rl_buffers import LazyMemmapStorage, TensorDictReplayBuffer
+        rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(10, scratch_dir={str(tmp_path)!r}))
+        rb.extend(TensorDict(x=torch.arange(13.0), batch_size=[13]))
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    with pytest.raises(FileExistsError, match="existsok=True"):
+        LazyMemmapStorage(10, scratch_dir=tmp_path)
+    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(10, scratch_dir=tmp_path, existsok=True))
+    assert len(rb) == 10
+    assert rb.storage.get(torch.arange(10))["x"].tolist() == [10, 11, 12, 3, 4, 5, 6, 7, 8, 9]
+    from tensordict import TensorDict
+
+    rb.extend(TensorDict(x=torch.tensor([20.0]), batch_size=[1]))  # the cursor resumes at 3
+    assert rb.storage.get(torch.tensor([3]))["x"].item() == 20.0
+
+
+def test_unwritable_memmap_dir_raises_before_writing(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(PermissionError, match="cannot create scratch_dir"):
+        LazyMemmapStorage(10, scratch_dir=blocker / "sub")
+
+
+def test_memory_check_raises_with_the_figure():
+    free = available_bytes(torch.device("cpu"))
+    if free is None:
+        pytest.skip("available memory unknown here")
+    storage = LazyTensorStorage(free // 4 + 10**6)
+    with pytest.raises(StorageMemoryError, match=r"GiB \(4 bytes per item x \d+ items\)"):
+        storage.set(slice(0, 1), torch.zeros(1))
+    assert len(storage) == 0
+
+
+def test_ndim2_storage_layout():
+    data, _ = rollout(3, 5, seed=0)
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(30, ndim=2), batch_size=16)
+    rb.extend(data)
+    assert len(rb) == 15 and rb.storage.shape == (3, 5)
+    s = rb.sample()
+    assert s["index"].shape == (16, 2)
+    env, t = s["index"].unbind(-1)
+    assert torch.equal(s["observation"], data["observation"][env, t])
+
+
+def test_compact_storage_matches_plain_layout():
+    plain = LazyTensorStorage(150)
+    compact = LazyTensorStorage(150, compact_keys=["observation"])
+    state = None
+    for seed in range(6):  # 6 collector batches of 4 envs x 10 steps, flattened; wraps the ring
+        batch, state = rollout(4, 10, seed=seed, state=state)
+        flat = batch.reshape(-1)
+        for rb in (plain, compact):
+            TensorDictReplayBuffer(storage=rb).extend(flat.clone())
+    assert len(plain) == len(compact) == 150
+    index = torch.arange(150)
+    a, b = plain.get(index), compact.get(index)
+    assert (a == b).all()
+    assert batch["next", "truncated"].any() and batch["next", "terminated"].any()
+    # only episode ends and the seams between env rows keep their next obs
+    kept = int((compact._compact.slot >= 0).sum())
+    ends = int(a["next", "done"].sum())
+    assert ends <= kept <= ends + 6 * 4
+
+
+def test_max_value_writer_keeps_top_ranked():
+    rb = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(5), writer=TensorDictMaxValueWriter(rank_key="r")
+    )
+    ranks = torch.randperm(40).float()
+    for chunk in ranks.split(7):
+        data = transitions(chunk.numel())
+        data["r"] = chunk
+        rb.extend(data)
+    stored = rb.storage.get(torch.arange(len(rb)))["r"]
+    assert torch.equal(stored.sort().values, ranks.sort().values[-5:])
