@@ -102,6 +102,17 @@ def test_reset_at_each_iter_starts_every_batch_fresh() -> None:
     assert ids[0].isdisjoint(ids[1]) and ids[1].isdisjoint(ids[2])
 
 
+def test_reset_restarts_every_sub_env_at_the_next_step() -> None:
+    collector = Collector(ToyEnv((2,), min_len=50, span=1), None, frames_per_batch=6, total_frames=18)
+    batches = iter(collector)
+    assert next(batches)["observation"][..., 0].tolist() == [[0, 1, 2], [0, 1, 2]]
+    collector.reset()
+    after = next(batches)
+    assert after["observation"][..., 0].tolist() == [[0, 1, 2], [0, 1, 2]]
+    assert collector.frames == 12 and not after["next", "done"].any()
+    assert next(batches)["observation"][..., 0].tolist() == [[3, 4, 5], [3, 4, 5]]
+
+
 def test_split_trajs_pads_and_masks() -> None:
     collector = Collector(ToyEnv((2,)), None, frames_per_batch=20, total_frames=20, split_trajs=True)
     out = collector.next()

@@ -384,6 +384,15 @@ class Collector:
         """Frames collected so far (random frames included)."""
         return self._frames
 
+    def reset(self) -> None:
+        """Start every sub-env from a fresh ``env.reset()`` at the next step (TorchRL's ``reset()``).
+
+        Frame counts and trajectory ids carry on; the trajectories in flight end without a
+        ``done`` flag, as after :meth:`load_state_dict`. Re-seeding the env and calling this
+        at each checkpoint makes an uninterrupted run see the same episodes as a resumed one.
+        """
+        self._root = None
+
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """What :meth:`load_state_dict` needs to resume: counters, policy and env state."""
