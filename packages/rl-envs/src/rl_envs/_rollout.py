@@ -26,6 +26,49 @@ if TYPE_CHECKING:
     from rl_envs.env_base import EnvBase
 
 
+def fast_policy(policy: Any) -> Any:
+    """A plain ``TensorDictModule`` called without its per-call dispatch overhead.
+
+    For an exact ``TensorDictModule`` (list ``in_keys``, in-place, no hooks, a plain
+    ``nn.Module`` inside), calling it means: read ``in_keys``, call the module, write
+    ``out_keys``. That is what the returned function does, skipping tensordict's
+    generic dispatch (which costs ~100 us per call on tensordict 0.14). Anything
+    else is returned unchanged.
+    """
+    try:
+        from tensordict.nn import TensorDictModule, TensorDictModuleBase
+    except ImportError:  # pragma: no cover - tensordict always ships nn
+        return policy
+    if type(policy) is not TensorDictModule:
+        return policy
+    module = policy.module
+    plain = (
+        getattr(policy, "_kwargs", None) is None
+        and policy.inplace is True
+        and list(policy.out_keys) == list(getattr(policy, "out_keys_source", policy.out_keys))
+        and "_" not in policy.out_keys
+        and not policy._forward_hooks
+        and not policy._forward_pre_hooks
+        and isinstance(module, torch.nn.Module)
+        and not isinstance(module, TensorDictModuleBase)
+        and not module._forward_hooks
+        and not module._forward_pre_hooks
+    )
+    if not plain:
+        return policy
+    in_keys, out_keys = list(policy.in_keys), list(policy.out_keys)
+
+    def call(td: TensorDictBase) -> TensorDictBase:
+        outs = module(*[td.get(k) for k in in_keys])
+        if not isinstance(outs, tuple):
+            outs = (outs,)
+        for key, value in zip(out_keys, outs, strict=True):
+            td.set(key, value)
+        return td
+
+    return call
+
+
 def resolve_break(
     break_when_any_done: bool | None, break_when_all_done: bool | None
 ) -> tuple[bool, bool]:
@@ -124,6 +167,8 @@ def run_rollout(
     if out is not None:
         _check_out(out, batch_size, max_steps)
     root = _start(env, auto_reset, tensordict)
+    if policy is not None:
+        policy = fast_policy(policy)
 
     if callback is None and return_contiguous:
         mode = "any" if break_any or (break_all and nb == 0) else ("all" if break_all else "none")

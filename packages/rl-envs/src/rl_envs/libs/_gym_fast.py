@@ -95,7 +95,14 @@ def fast_rollout(
         if policy is None:
             action = seq[t]
         else:
-            td = _policy_root(w, root_bufs, readers, t, root if t == 0 else None)
+            if t == 0:
+                td = root
+            else:
+                if t == 1:
+                    td = _policy_root(w)
+                for (key, _, _, offset), rb in zip(readers, root_bufs, strict=True):
+                    value = torch.from_numpy(rb[t, ...])
+                    td.set(key, value - offset if offset else value)
             res = policy(td)
             if res is not None and res is not td:
                 td.update(res)
@@ -175,22 +182,11 @@ def fast_rollout(
     return td
 
 
-def _policy_root(
-    w: GymWrapper,
-    root_bufs: list[np.ndarray],
-    readers: list[Any],
-    t: int,
-    first: TensorDictBase | None,
-) -> TensorDictBase:
-    """The root TensorDict the policy sees at step ``t`` (views of the numpy storage)."""
-    if first is not None:
-        return first
-    td = TensorDict(batch_size=w.batch_size)
-    for (key, _, _, offset), rb in zip(readers, root_bufs, strict=True):
-        value = torch.from_numpy(rb[t, ...])
-        td.set(key, value - offset if offset else value)
+def _policy_root(w: GymWrapper) -> TensorDictBase:
+    """The root the policy sees from step 1 on: reused, its observations replaced each
+    step by fresh views of the numpy storage (done flags are always False there)."""
     falses = torch.zeros((1,), dtype=torch.bool)
-    td.set("done", falses)
-    td.set("terminated", falses)
-    td.set("truncated", falses)
-    return td
+    return TensorDict(
+        {"done": falses, "terminated": falses.clone(), "truncated": falses.clone()},
+        batch_size=w.batch_size,
+    )
