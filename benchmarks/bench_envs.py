@@ -20,7 +20,6 @@ import warnings
 from collections.abc import Callable
 
 import gymnasium as gym
-import numpy as np
 import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
