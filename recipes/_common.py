@@ -74,6 +74,7 @@ def _parse_bool(text: str) -> bool:
 def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
     """Build ``cls`` from command-line flags (``--total-frames 1000``), one flag per field.
 
+    Boolean fields take a value (``--anneal-lr false``) or stand alone for true (``--smoke``).
     ``--smoke`` applies ``cls.SMOKE`` (a dict of overrides) before explicit flags.
     """
     docs = field_docs(cls)
@@ -84,11 +85,14 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         default = field.default
         kind = type(default) if default is not None else str
+        # a bare boolean flag (``--smoke``) means true; ``--smoke false`` still reads a value
+        flag_only = {"nargs": "?", "const": True} if kind is bool else {}
         parser.add_argument(
             "--" + field.name.replace("_", "-"),
             type=_parse_bool if kind is bool else kind,
             default=None,
             help=f"{docs.get(field.name, COMMON_FIELDS_DOC.get(field.name, ''))} (default: {default})",
+            **flag_only,
         )
     args = vars(parser.parse_args(argv))
     values = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -139,6 +143,40 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     state = torch.load(path, weights_only=False)
     set_rng_state(state["rng"])
     return state
+
+
+def buffer_state_dict(buffer: Any) -> dict[str, Any]:
+    """A replay buffer's contents, write cursor and sampler state (priorities), for a checkpoint."""
+    return {
+        "storage": buffer.storage.state_dict(),
+        "writer": buffer.writer.state_dict(),
+        "sampler": buffer.sampler.state_dict(),
+    }
+
+
+def load_buffer_state_dict(buffer: Any, state: dict[str, Any]) -> None:
+    """Restore what :func:`buffer_state_dict` saved into a buffer built the same way."""
+    buffer.storage.load_state_dict(state["storage"])
+    buffer.writer.load_state_dict(state["writer"])
+    buffer.sampler.load_state_dict(state["sampler"])
+
+
+def evaluate(env: Any, policy: Any, episodes: int, seed: int | None = None) -> float:
+    """Mean return of ``episodes`` deterministic episodes (mode of the policy, no exploration noise).
+
+    ``seed`` re-seeds ``env`` first, so an evaluation depends on the policy only: the same
+    episodes whether the run was resumed or not.
+    """
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    if seed is not None:
+        env.set_seed(seed)
+    returns = []
+    with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+        for _ in range(episodes):
+            rollout = env.rollout(1_000_000, policy, break_when_any_done=True)
+            returns.append(rollout["next", "reward"].sum().item())
+    return sum(returns) / len(returns)
 
 
 class RunLogger:

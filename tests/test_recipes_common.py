@@ -57,6 +57,27 @@ def test_parse_config_flags_types_and_smoke_overrides() -> None:
         common.parse_config(ToyConfig, ["--anneal", "maybe"])
 
 
+@pytest.mark.parametrize(
+    ("argv", "smoke", "anneal", "frames"),
+    [
+        (["--smoke"], True, True, 10),
+        (["--smoke", "--output-dir", "x"], True, True, 10),
+        (["--anneal", "--smoke", "false"], False, True, 1000),
+        (["--smoke", "--total-frames", "7", "--anneal", "no"], True, False, 7),
+    ],
+)
+def test_bare_boolean_flags_mean_true(
+    argv: list[str], smoke: bool, anneal: bool, frames: int
+) -> None:
+    @dataclass
+    class WithDir(ToyConfig):
+        output_dir: str = ""
+        """Folder."""
+
+    cfg = common.parse_config(WithDir, argv)
+    assert (cfg.smoke, cfg.anneal, cfg.total_frames) == (smoke, anneal, frames)
+
+
 def test_help_lists_every_field_with_its_doc(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         common.parse_config(ToyConfig, ["--help"])
@@ -95,3 +116,52 @@ def test_logger_writes_csv_and_the_plot_reads_it(tmp_path: Path) -> None:
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     line = common.write_summary(tmp_path, frames=20, final_eval_return=3.0)
     assert (tmp_path / "summary.json").read_text().strip() == line
+
+
+def test_buffer_state_round_trip_keeps_contents_cursor_and_priorities() -> None:
+    from tensordict import TensorDict
+
+    from rl_buffers import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+
+    def make() -> TensorDictPrioritizedReplayBuffer:
+        return TensorDictPrioritizedReplayBuffer(
+            alpha=0.6, beta=0.4, storage=LazyTensorStorage(8), batch_size=4, backend="torch"
+        )
+
+    rb = make()
+    rb.extend(TensorDict(obs=torch.arange(10.0), batch_size=[10]))  # wraps: cursor at 2
+    rb.update_priority(torch.arange(8), torch.arange(1.0, 9.0))
+    restored = make()
+    common.load_buffer_state_dict(restored, common.buffer_state_dict(rb))
+    assert torch.equal(restored[torch.arange(8)]["obs"], rb[torch.arange(8)]["obs"])
+    torch.manual_seed(0)
+    expected = rb.sample()["index"]
+    torch.manual_seed(0)
+    assert torch.equal(restored.sample()["index"], expected)
+    one = TensorDict(obs=torch.tensor([-1.0]), batch_size=[1])
+    assert rb.extend(one.clone()).tolist() == restored.extend(one.clone()).tolist() == [2]
+
+
+class _CountingEnv:
+    """Episodes of ``length`` steps with reward 1; ``set_seed`` is recorded."""
+
+    def __init__(self, length: int) -> None:
+        self.length, self.seeds = length, []
+
+    def set_seed(self, seed: int) -> None:
+        self.seeds.append(seed)
+
+    def rollout(self, max_steps: int, policy: object, break_when_any_done: bool) -> object:
+        from tensordict import TensorDict
+
+        from rl_modules import ExplorationType, exploration_type
+
+        assert exploration_type() == ExplorationType.DETERMINISTIC and break_when_any_done
+        steps = min(self.length, max_steps)
+        return TensorDict({("next", "reward"): torch.ones(steps, 1)}, batch_size=[steps])
+
+
+def test_evaluate_reseeds_and_runs_deterministic_episodes() -> None:
+    env = _CountingEnv(length=7)
+    assert common.evaluate(env, policy=None, episodes=3, seed=11) == 7.0
+    assert env.seeds == [11]
