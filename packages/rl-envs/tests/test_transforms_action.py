@@ -33,7 +33,9 @@ class RecordingEnv(EnvBase):
 
     def _step(self, td):
         self.seen.append(td["action"].clone())
-        return TensorDict(obs=torch.zeros(1), reward=torch.zeros(1), terminated=torch.zeros(1, dtype=torch.bool))
+        return TensorDict(
+            obs=torch.zeros(1), reward=torch.zeros(1), terminated=torch.zeros(1, dtype=torch.bool)
+        )
 
     def _set_seed(self, seed):
         pass
@@ -97,7 +99,11 @@ class MaskedEnv(EnvBase):
     def _step(self, td):
         assert td["action"].item() == self.t % 4, "a masked action was taken"
         self.t += 1
-        return TensorDict(action_mask=self._mask(), reward=torch.zeros(1), terminated=torch.zeros(1, dtype=torch.bool))
+        return TensorDict(
+            action_mask=self._mask(),
+            reward=torch.zeros(1),
+            terminated=torch.zeros(1, dtype=torch.bool),
+        )
 
     def _set_seed(self, seed):
         pass

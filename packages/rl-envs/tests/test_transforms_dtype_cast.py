@@ -57,7 +57,9 @@ def test_explicit_keys_only():
 
 
 def test_scan_without_env():
-    td = DoubleToFloat()(TensorDict(a=torch.ones(1, dtype=torch.float64), i=torch.ones(1, dtype=torch.int64)))
+    td = DoubleToFloat()(
+        TensorDict(a=torch.ones(1, dtype=torch.float64), i=torch.ones(1, dtype=torch.int64))
+    )
     assert td["a"].dtype == torch.float32 and td["i"].dtype == torch.int64
 
 

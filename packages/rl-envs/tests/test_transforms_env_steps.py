@@ -36,7 +36,9 @@ class CountEnv(EnvBase):
         self.t += 1
         obs = torch.tensor([float(self.t)])
         return TensorDict(
-            obs=obs, reward=obs.clone(), terminated=torch.zeros(1, dtype=torch.bool),
+            obs=obs,
+            reward=obs.clone(),
+            terminated=torch.zeros(1, dtype=torch.bool),
             truncated=torch.tensor([self.t >= self.horizon]),
         )
 

@@ -35,7 +35,9 @@ class PixelEnv(EnvBase):
 
     def _step(self, td):
         self.t += 1
-        return TensorDict(pixels=self._img(), reward=torch.zeros(1), terminated=torch.zeros(1, dtype=torch.bool))
+        return TensorDict(
+            pixels=self._img(), reward=torch.zeros(1), terminated=torch.zeros(1, dtype=torch.bool)
+        )
 
     def _set_seed(self, seed):
         pass
@@ -77,7 +79,9 @@ def test_pipeline_specs_in_env():
     assert spec.shape == (1, 2, 2) and spec.dtype == torch.float32
     r = env.rollout(3)
     assert r["next", "pixels"].shape == (3, 1, 2, 2)
-    torch.testing.assert_close(r["next", "pixels"][2], torch.full((1, 2, 2), (0.2989 + 0.587 + 0.114) * 30 / 255))
+    torch.testing.assert_close(
+        r["next", "pixels"][2], torch.full((1, 2, 2), (0.2989 + 0.587 + 0.114) * 30 / 255)
+    )
     check_env_specs(env)
 
 

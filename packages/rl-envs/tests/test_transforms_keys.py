@@ -16,9 +16,9 @@ from rl_envs import (
 def test_exclude():
     env = TransformedEnv(PendulumEnv(), RewardSum())
     env.append_transform(ExcludeTransform("episode_reward"))
-    assert "episode_reward" not in env.observation_spec.keys()
+    assert "episode_reward" not in env.observation_spec
     r = env.rollout(3)
-    assert "episode_reward" not in r["next"].keys()
+    assert "episode_reward" not in r["next"]
     check_env_specs(env)
 
 
@@ -35,12 +35,12 @@ def test_rename_both_ways():
     env = TransformedEnv(
         PendulumEnv(), RenameTransform(["observation"], ["obs"], ["action"], ["act"])
     )
-    assert "obs" in env.observation_spec.keys() and "observation" not in env.observation_spec.keys()
+    assert "obs" in env.observation_spec and "observation" not in env.observation_spec
     assert env.action_keys == ["act"]
     td = env.reset()
     td["act"] = torch.tensor([1.0])
     out = env.step(td)
-    assert "obs" in out["next"].keys() and "act" in out.keys()
+    assert "obs" in out["next"] and "act" in out
     check_env_specs(env)
 
 

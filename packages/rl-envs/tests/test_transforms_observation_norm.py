@@ -15,7 +15,9 @@ def test_affine_map(standard_normal):
 
 
 def test_inverse_on_inputs():
-    t = ObservationNorm(loc=1.0, scale=4.0, in_keys=[], in_keys_inv=["action"], standard_normal=True)
+    t = ObservationNorm(
+        loc=1.0, scale=4.0, in_keys=[], in_keys_inv=["action"], standard_normal=True
+    )
     out = t.inv(TensorDict(action=torch.tensor([0.5])))
     torch.testing.assert_close(out["action"], torch.tensor([3.0]))
 

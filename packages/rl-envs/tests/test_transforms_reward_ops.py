@@ -32,7 +32,12 @@ def test_values(transform, expected):
 
 @pytest.mark.parametrize(
     "transform",
-    [RewardScaling(0.0, 0.1), RewardClipping(-1.0, 1.0), BinarizeReward(), SignTransform(in_keys=["reward"])],
+    [
+        RewardScaling(0.0, 0.1),
+        RewardClipping(-1.0, 1.0),
+        BinarizeReward(),
+        SignTransform(in_keys=["reward"]),
+    ],
 )
 def test_in_env_specs(transform):
     env = TransformedEnv(PendulumEnv(batch_size=[2]), transform)
@@ -50,4 +55,6 @@ def test_clipping_spec_and_errors():
 
 def test_sign_on_actions():
     t = SignTransform(in_keys_inv=["action"])
-    torch.testing.assert_close(t.inv(TensorDict(action=torch.tensor([-0.3])))["action"], torch.tensor([-1.0]))
+    torch.testing.assert_close(
+        t.inv(TensorDict(action=torch.tensor([-0.3])))["action"], torch.tensor([-1.0])
+    )

@@ -25,8 +25,8 @@ def test_running_return_resets_per_episode():
 
 def test_reward_spec_option():
     env = TransformedEnv(PendulumEnv(), RewardSum(reward_spec=True))
-    assert "episode_reward" in env.full_reward_spec.keys()
-    assert "episode_reward" not in env.observation_spec.keys()
+    assert "episode_reward" in env.full_reward_spec
+    assert "episode_reward" not in env.observation_spec
 
 
 def test_missing_reward_key():

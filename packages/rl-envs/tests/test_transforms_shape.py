@@ -35,7 +35,9 @@ def test_flatten_observation():
 
 
 def test_cat_tensors():
-    td = TensorDict(b=torch.ones(2, 2), a=torch.zeros(2, 1), s=torch.full((2,), 5.0), batch_size=[2])
+    td = TensorDict(
+        b=torch.ones(2, 2), a=torch.zeros(2, 1), s=torch.full((2,), 5.0), batch_size=[2]
+    )
     out = CatTensors(["b", "a", "s"], "vec", unsqueeze_if_oor=True)(td)
     torch.testing.assert_close(out["vec"], torch.tensor([[0.0, 1.0, 1.0, 5.0]] * 2))
     assert set(out.keys()) == {"vec"}
@@ -46,5 +48,5 @@ def test_cat_tensors():
 def test_cat_tensors_spec_in_env():
     env = TransformedEnv(PendulumEnv(), CatTensors(["observation"], "vec", del_keys=True))
     assert env.observation_spec["vec"].shape == (3,)
-    assert "observation" not in env.observation_spec.keys()
+    assert "observation" not in env.observation_spec
     check_env_specs(env)

@@ -1,0 +1,70 @@
+import pytest
+import torch
+
+from rl_envs import PendulumEnv, SerialEnv, StepCounter, TransformedEnv, check_env_specs
+
+
+def make_counted(max_episode_steps=200):
+    return TransformedEnv(PendulumEnv(max_episode_steps=max_episode_steps), StepCounter())
+
+
+def test_specs_and_check():
+    with SerialEnv(3, PendulumEnv) as env:
+        assert env.batch_size == (3,)
+        assert env.observation_spec["observation"].shape == (3, 3)
+        assert env.action_spec.shape == (3, 1)
+        check_env_specs(env)
+
+
+def test_mixed_episode_lengths_auto_reset():
+    horizons = [2, 3, 5]
+    env = SerialEnv(3, make_counted, [{"max_episode_steps": h} for h in horizons])
+    r = env.rollout(12, break_when_any_done=False)
+    for row, h in enumerate(horizons):
+        # plain reference: the count restarts after each episode of length h
+        expected = torch.tensor([(t % h) + 1 for t in range(12)])
+        assert torch.equal(r["next", "step_count"][row].squeeze(-1), expected)
+        assert torch.equal(r["next", "done"][row].squeeze(-1), expected == h)
+        assert torch.equal(r["step_count"][row].squeeze(-1), expected - 1)
+    env.close()
+
+
+def test_seeds_are_distinct_and_reproducible():
+    env = SerialEnv(3, PendulumEnv)
+    assert env.set_seed(10) == 13
+    obs = env.reset()["observation"]
+    for i in range(3):
+        ref = PendulumEnv()
+        ref.set_seed(10 + i)
+        torch.testing.assert_close(obs[i], ref.reset()["observation"])
+    assert not torch.equal(obs[0], obs[1])
+
+
+def test_partial_reset_only_touches_flagged_envs():
+    env = SerialEnv(2, make_counted)
+    td = env.rand_step(env.reset())
+    from rl_envs import step_mdp
+
+    root = step_mdp(td)
+    root["_reset"] = torch.tensor([[False], [True]])
+    out = env.reset(root)
+    assert out["step_count"].squeeze(-1).tolist() == [1, 0]
+    torch.testing.assert_close(out["observation"][0], root["observation"][0])
+
+
+def test_update_kwargs_close_and_context():
+    env = SerialEnv(2, PendulumEnv, {"max_episode_steps": 3})
+    env.update_kwargs({"max_episode_steps": 2})
+    r = env.rollout(5, break_when_any_done=False)
+    assert r["next", "done"][0].squeeze(-1).tolist() == [False, True, False, True, False]
+    env.close()
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.reset()
+
+
+def test_missing_action_is_named():
+    env = SerialEnv(2, PendulumEnv)
+    td = env.reset()
+    with pytest.raises(KeyError, match="action"):
+        env._step(td)

@@ -1,0 +1,143 @@
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs import (
+    ActionScaling,
+    Bounded,
+    Compose,
+    Composite,
+    DoubleToFloat,
+    EnvBase,
+    InitTracker,
+    ObservationNorm,
+    PendulumEnv,
+    RewardScaling,
+    RewardSum,
+    StepCounter,
+    Transform,
+    TransformedEnv,
+    Unbounded,
+    check_env_specs,
+)
+
+
+class Recorder(EnvBase):
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(shape=(1,)))
+        self.action_spec = Bounded(-10.0, 10.0, shape=(1,))
+        self.seen = []
+
+    def _reset(self, td):
+        return TensorDict(observation=torch.ones(1))
+
+    def _step(self, td):
+        self.seen.append(td["action"].clone())
+        return TensorDict(
+            observation=torch.ones(1),
+            reward=torch.ones(1),
+            terminated=torch.zeros(1, dtype=torch.bool),
+        )
+
+    def _set_seed(self, seed):
+        pass
+
+
+class AddOne(Transform):
+    """Adds one to outputs; multiplies inputs by 3 on the way in."""
+
+    invertible = True
+
+    def _apply_transform(self, x):
+        return x + 1
+
+    def _inv_apply_transform(self, x):
+        return x * 3
+
+
+def test_outputs_first_to_last_inputs_last_to_first():
+    base = Recorder()
+    env = TransformedEnv(base, AddOne(in_keys=["observation"], in_keys_inv=["action"]))
+    env.append_transform(
+        ObservationNorm(loc=0.0, scale=10.0, in_keys=["observation"], in_keys_inv=["action"])
+    )
+    td = env.reset()
+    assert td["observation"].item() == (1 + 1) * 10  # AddOne then x10
+    td["action"] = torch.tensor([0.5])
+    env.step(td)
+    # inverse, last to first: /10 (ObservationNorm inverse) then *3 (AddOne inverse)
+    assert base.seen[-1].item() == pytest.approx(0.5 / 10 * 3)
+    assert td["action"].item() == 0.5  # the caller's action is not modified
+
+
+def test_stack_editing_recomputes_specs():
+    env = TransformedEnv(PendulumEnv(batch_size=[2]))
+    assert "step_count" not in env.observation_spec
+    env.append_transform(StepCounter())
+    env.insert_transform(0, RewardSum())
+    assert isinstance(env.transform[0], RewardSum) and isinstance(env.transform[1], StepCounter)
+    assert {"step_count", "episode_reward"} <= set(env.observation_spec.keys())
+    popped = env.transform.pop()
+    assert isinstance(popped, StepCounter) and popped.container is None
+    assert "step_count" not in env.observation_spec
+    assert len(env.transform) == 1
+    del env.transform[0]
+    assert "episode_reward" not in env.observation_spec
+    check_env_specs(env)
+
+
+def test_parent_is_env_up_to_the_transform():
+    env = TransformedEnv(PendulumEnv(), Compose(StepCounter(), InitTracker(), RewardSum()))
+    parent = env.transform[1].parent
+    assert isinstance(parent, TransformedEnv)
+    assert "step_count" in parent.observation_spec
+    assert "is_init" not in parent.observation_spec
+    assert RewardSum().parent is None
+
+
+def test_auto_unwrap_moves_inner_transforms():
+    inner = TransformedEnv(PendulumEnv(), StepCounter())
+    env = TransformedEnv(inner, RewardSum())
+    assert isinstance(env.base_env, PendulumEnv)
+    assert [type(t).__name__ for t in env.transform] == ["StepCounter", "RewardSum"]
+    nested = TransformedEnv(
+        TransformedEnv(PendulumEnv(), StepCounter()), RewardSum(), auto_unwrap=False
+    )
+    assert isinstance(nested.base_env, TransformedEnv)
+    assert "step_count" in nested.rollout(2)["next"]
+
+
+def test_transform_on_a_bare_tensordict():
+    sample = TensorDict(
+        observation=torch.ones(5, 3, dtype=torch.float64),
+        reward=torch.full((5, 1), 2.0),
+        batch_size=[5],
+    )
+    t = Compose(DoubleToFloat(in_keys=["observation"]), RewardScaling(loc=0.0, scale=0.5))
+    out = t(sample)
+    assert out["observation"].dtype == torch.float32
+    torch.testing.assert_close(out["reward"], torch.ones(5, 1))
+
+
+def test_a_transform_lives_in_one_env():
+    t = StepCounter()
+    TransformedEnv(PendulumEnv(), t)
+    with pytest.raises(RuntimeError, match="clone"):
+        TransformedEnv(PendulumEnv(), t)
+    TransformedEnv(PendulumEnv(), t.clone())
+
+
+def test_missing_in_key_error_names_key_and_fix():
+    env = TransformedEnv(PendulumEnv(), ObservationNorm(loc=0.0, scale=1.0, in_keys=["pixels"]))
+    td = env.reset()  # reset tolerates keys a reset does not produce
+    with pytest.raises(KeyError, match=r"'pixels'.*present.*observation"):
+        env.rand_step(td)
+
+
+def test_action_transform_with_policy_and_rollout_specs():
+    env = TransformedEnv(PendulumEnv(batch_size=[3]), ActionScaling())
+    torch.testing.assert_close(env.action_spec.space.high, torch.ones(3, 1))
+    r = env.rollout(4, policy=lambda td: td.set("action", torch.ones(3, 1)))
+    assert r.batch_size == (3, 4)
+    check_env_specs(env)
