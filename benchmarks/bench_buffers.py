@@ -68,7 +68,7 @@ class Raw:
 
     def extend(self, chunk: TensorDict) -> None:
         n = chunk.shape[0]
-        for buf, k in zip(self.buffers, self.keys):
+        for buf, k in zip(self.buffers, self.keys, strict=False):
             buf[self.cursor : self.cursor + n] = chunk.get(k)
         self.cursor = (self.cursor + n) % N
 

@@ -57,7 +57,7 @@ def test_dumps_loads_roundtrip(tmp_path, storage, sampler, writer):
     n = len(rb)
     a, b = rb.storage.get(torch.arange(n)), other.storage.get(torch.arange(n))
     if storage == "list":
-        assert all((x == y).all() for x, y in zip(a, b))
+        assert all((x == y).all() for x, y in zip(a, b, strict=False))
     else:
         assert (a == b).all()
     assert other.writer.state_dict().keys() == rb.writer.state_dict().keys()

@@ -77,7 +77,7 @@ def test_add_iter_empty_transform_prefetch():
     for i in range(10):
         rb.add(transitions(1, start=i)[0])
     batches = list(rb)
-    assert sum(b.shape[0] for b in batches) == 10 and all("seen" in b.keys() for b in batches)
+    assert sum(b.shape[0] for b in batches) == 10 and all("seen" in b for b in batches)
     seen = torch.cat([b["observation"][:, 0] for b in batches]).sort().values
     assert torch.equal(seen, torch.arange(10.0))
     rb.empty()
@@ -160,7 +160,7 @@ def test_prioritized_td_buffer_keys_and_priority_key():
     data["td_error"] = torch.tensor([0.0, 0.0, 0.0, 3.0])
     rb.extend(data)
     s = rb.sample(20)
-    assert "priority_weight" in s.keys() and torch.equal(s["index"], torch.full((20,), 3))
+    assert "priority_weight" in s and torch.equal(s["index"], torch.full((20,), 3))
     s["td_error"] = torch.full((20,), 1.0)
     rb.update_tensordict_priority(s)
     assert torch.allclose(rb.sampler.priorities()[3], torch.tensor(1.0 + 1e-8))

@@ -123,7 +123,7 @@ def test_slices_by_trajectory_id_and_ring_seam():
 
 
 def test_slice_without_replacement_visits_each_trajectory_once():
-    rb, data = _traj_buffer(
+    rb, _data = _traj_buffer(
         SliceSamplerWithoutReplacement(slice_len=2, traj_key="traj"), envs=1, steps=60
     )
     starts = []
@@ -146,4 +146,4 @@ def test_prioritized_slice_sampler_follows_priorities():
     s = rb.sample(9)
     _check_slices(s, 3)
     assert all((s["index"].view(3, 3) == 50).any(-1))
-    assert "_weight" in s.keys()
+    assert "_weight" in s

@@ -25,7 +25,9 @@ def test_sum_tree_matches_plain_reference(size, dtype):
     leaves = torch.zeros(size, dtype=dtype)
     for index, value in _random_ops(size, 0):
         tree.update(index, value)
-        for i, v in zip(index.tolist(), value.to(dtype).tolist()):  # plain loop: last write wins
+        for i, v in zip(
+            index.tolist(), value.to(dtype).tolist(), strict=False
+        ):  # plain loop: last write wins
             leaves[i] = v
     assert torch.equal(tree.values(), leaves)
     start, end = size // 3, size
@@ -44,7 +46,7 @@ def test_min_tree_matches_plain_reference(size):
     leaves = torch.full((size,), float("inf"))
     for index, value in _random_ops(size, 1):
         tree.update(index, value)
-        for i, v in zip(index.tolist(), value.tolist()):
+        for i, v in zip(index.tolist(), value.tolist(), strict=False):
             leaves[i] = v
     assert tree.query(0, size) == leaves.min()
     assert tree.query(size // 2, size) == leaves[size // 2 :].min()

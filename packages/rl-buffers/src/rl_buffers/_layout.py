@@ -67,7 +67,7 @@ class Layout:
             if not keys:
                 raise ValueError("cannot store a TensorDict without tensor entries.")
             leaves = [data.get(k) for k in keys]
-            for k, leaf in zip(keys, leaves):
+            for k, leaf in zip(keys, leaves, strict=False):
                 if not isinstance(leaf, torch.Tensor):
                     raise TypeError(
                         f"entry {_fmt(k)} is a {type(leaf).__name__}, not a tensor: tensor "
@@ -91,7 +91,7 @@ class Layout:
         """Bytes of one item across all leaves."""
         return sum(
             s.numel() * torch.empty((), dtype=d).element_size()
-            for s, d in zip(self.shapes, self.dtypes)
+            for s, d in zip(self.shapes, self.dtypes, strict=False)
         )
 
     def leaves(
@@ -129,7 +129,9 @@ class Layout:
                     "every write must have the structure of the first write."
                 )
         batch = None
-        for key, leaf, shape, dtype in zip(self.keys, leaves, self.shapes, self.dtypes):
+        for key, leaf, shape, dtype in zip(
+            self.keys, leaves, self.shapes, self.dtypes, strict=False
+        ):
             if not isinstance(leaf, torch.Tensor):
                 raise TypeError(f"entry {_fmt(key)} is a {type(leaf).__name__}, expected a tensor.")
             if leaf.dtype != dtype:

@@ -82,7 +82,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
 
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
         """Updates priorities from ``data[priority_key]`` at ``data["index"]`` (a sampled batch)."""
-        if "index" not in data.keys():
+        if "index" not in data:
             raise KeyError(
                 "update_tensordict_priority: the data has no 'index' entry; pass a sampled batch."
             )

@@ -38,7 +38,8 @@ class CompactNext:
 
     def allocate_pools(self, shapes: list[torch.Size], dtypes: list[torch.dtype]) -> None:
         self.pools = [
-            torch.empty((0, *s), dtype=d, device=self.device) for s, d in zip(shapes, dtypes)
+            torch.empty((0, *s), dtype=d, device=self.device)
+            for s, d in zip(shapes, dtypes, strict=False)
         ]
 
     def _take_slots(self, n: int) -> torch.Tensor:
@@ -62,7 +63,7 @@ class CompactNext:
         if positions.numel() == 0:
             return
         slots = self._take_slots(positions.numel())
-        for pool, v in zip(self.pools, values):
+        for pool, v in zip(self.pools, values, strict=False):
             pool[slots] = v
         self.slot[positions] = slots.to(torch.int32)
 
@@ -85,7 +86,7 @@ class CompactNext:
         linked = torch.zeros(n, dtype=torch.bool, device=self.device)
         if n > 1:
             linked[:-1] = positions[1:] == (positions[:-1] + 1) % self.capacity
-            for o, x in zip(obs, nxt):
+            for o, x in zip(obs, nxt, strict=False):
                 same = (_bits(x[:-1]) == _bits(o[1:])).reshape(n - 1, -1).all(-1)
                 linked[:-1] &= same
         keep = ~linked
@@ -99,7 +100,7 @@ class CompactNext:
         has = slots >= 0
         if bool(has.any()):
             rows = has.nonzero().squeeze(-1)
-            for o, pool in zip(out, self.pools):
+            for o, pool in zip(out, self.pools, strict=False):
                 o[rows] = pool.index_select(0, slots[rows])
         return out
 

@@ -58,7 +58,7 @@ class ListStorage(Storage):
         positions = range(self.max_size)[index] if isinstance(index, slice) else index.tolist()
         if len(positions) != len(items):
             raise ValueError(f"{len(positions)} positions for {len(items)} items.")
-        for pos, item in zip(positions, items):
+        for pos, item in zip(positions, items, strict=False):
             if pos < 0 or pos > len(self._items) or pos >= self.max_size:
                 raise IndexError(
                     f"ListStorage: cannot write position {pos} with {len(self._items)} items stored."

@@ -133,7 +133,7 @@ class LazyMemmapStorage(TensorStorage):
             treespec = torch.load(self.scratch_dir / "treespec.pt", weights_only=False)
         self._layout = Layout.from_meta(meta["layout"], treespec)
         self._leaves = [self._map(f"leaf{i}.memmap", torch.Size(s), d, create=False)
-                        for i, (s, d) in enumerate(zip(meta["shapes"], self._layout.dtypes))]  # fmt: skip
+                        for i, (s, d) in enumerate(zip(meta["shapes"], self._layout.dtypes, strict=False))]  # fmt: skip
         self._envs = meta["envs"]
         self._state = self._map(_STATE, torch.Size([3]), torch.int64, create=False)
         self._filled, self._cursor, self._write_count = (int(v) for v in self._state.tolist())

@@ -147,7 +147,7 @@ class TensorStorage(Storage):
         if self.compact_keys:
             if layout.kind != "tensordict":
                 raise TypeError("compact_keys needs TensorDict data.")
-            for k, nk in zip(self.compact_keys, self._next_keys):
+            for k, nk in zip(self.compact_keys, self._next_keys, strict=False):
                 if k not in layout.keys or nk not in layout.keys:
                     raise KeyError(f"compact_keys: the data must hold both {k!r} and {nk!r}.")
             self._compact_pos = [layout.keys.index(k) for k in self.compact_keys]
@@ -163,7 +163,7 @@ class TensorStorage(Storage):
         if self.check_memory:
             self._check_fits(layout.bytes_per_item(), rows * envs)
         leaves = [self._allocate_leaf(i, torch.Size([*lead, *s]), d)
-                  for i, (s, d) in enumerate(zip(layout.shapes, layout.dtypes))]  # fmt: skip
+                  for i, (s, d) in enumerate(zip(layout.shapes, layout.dtypes, strict=False))]  # fmt: skip
         if self.compact_keys:
             self._compact = CompactNext(len(self.compact_keys), rows, self.device)
             self._compact.allocate_pools([layout.shapes[i] for i in self._compact_pos],
@@ -182,7 +182,7 @@ class TensorStorage(Storage):
         if self._compact is None:
             return self._layout.leaves(data, self.ndim, self._ignored()), []
         full = self._full_layout.leaves(data, self.ndim, self._ignored())
-        by_key = dict(zip(self._full_layout.keys, full))
+        by_key = dict(zip(self._full_layout.keys, full, strict=False))
         return [by_key[k] for k in self._layout.keys], [by_key[k] for k in self._next_keys]
 
     def set(self, index: slice | torch.Tensor, data: Any) -> None:
@@ -209,7 +209,7 @@ class TensorStorage(Storage):
             self._compact.before_write(pos, [leaves[i].to(self.device) for i in self._compact_pos],
                                        [x.to(self.device) for x in nxt],
                                        [self._leaves[i] for i in self._compact_pos], self._filled)  # fmt: skip
-        for buf, leaf in zip(self._leaves, leaves):
+        for buf, leaf in zip(self._leaves, leaves, strict=False):
             if self.ndim == 1:
                 buf[index] = leaf
             else:
@@ -237,8 +237,8 @@ class TensorStorage(Storage):
         if self._compact is None:
             return self._layout.build(out, batch)
         derived = self._compact.derive(index, [self._leaves[i] for i in self._compact_pos])
-        by_key = dict(zip(self._layout.keys, out))
-        by_key.update(zip(self._next_keys, derived))
+        by_key = dict(zip(self._layout.keys, out, strict=False))
+        by_key.update(zip(self._next_keys, derived, strict=False))
         return self._full_layout.build([by_key[k] for k in self._full_layout.keys], batch)
 
     def get_leaf(self, key: NestedKey) -> torch.Tensor:
@@ -299,19 +299,19 @@ class TensorStorage(Storage):
         if self._layout is None:
             lead = (state["envs"], self._time_capacity(state["envs"])) if self.ndim == 2 else ()
             example = layout.build(
-                [torch.empty((*(lead or (1,)), *s), dtype=d) for s, d in zip(layout.shapes, layout.dtypes)],
+                [torch.empty((*(lead or (1,)), *s), dtype=d) for s, d in zip(layout.shapes, layout.dtypes, strict=False)],
                 torch.Size(lead or (1,)),
             )  # fmt: skip
             if state["full_layout"] is not None:
                 full = Layout.from_meta(state["full_layout"])
                 example = full.build(
-                    [torch.empty((1, *s), dtype=d) for s, d in zip(full.shapes, full.dtypes)], torch.Size([1])
+                    [torch.empty((1, *s), dtype=d) for s, d in zip(full.shapes, full.dtypes, strict=False)], torch.Size([1])
                 )  # fmt: skip
             self._initialize(example)
         elif self._layout.to_meta() != state["layout"]:
             raise ValueError("the checkpoint's keys, shapes or dtypes differ from this storage's.")
         filled = state["filled"]
-        for buf, leaf in zip(self._leaves, state["leaves"]):
+        for buf, leaf in zip(self._leaves, state["leaves"], strict=False):
             if self.ndim == 1:
                 buf[:filled] = leaf.to(self.device)
             else:
