@@ -39,6 +39,13 @@ def test_dqn_matches_plain_torch(double_dqn, action):
     assert all(p.grad is None for p in loss.target_value_network_params.values(True, True))
 
 
+@pytest.mark.parametrize(("spec_class", "expected"), [("OneHot", "one_hot"), ("Categorical", "categorical")])
+def test_action_space_is_read_from_the_network_spec(spec_class, expected):
+    net = make_action_value()
+    net.spec = type(spec_class, (), {})()  # duck-typed spec: only its class name matters
+    assert DQNLoss(net).action_space == expected
+
+
 def test_targets_are_buffers_and_updaters_work():
     net = make_action_value()
     loss = DQNLoss(net, action_space="categorical")

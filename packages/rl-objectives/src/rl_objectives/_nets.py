@@ -78,9 +78,18 @@ def make_qvalue_networks(qvalue_network: nn.Module | list[nn.Module], num: int) 
 
 
 def action_space_name(action_space: Any, network: nn.Module | None = None) -> str:
-    """``"categorical"`` or ``"one_hot"`` from a string, a spec-like object or the network."""
+    """``"categorical"`` or ``"one_hot"`` from a string, a spec-like object or the network.
+
+    The network is asked, as in TorchRL, for its action ``spec`` (e.g. a ``QValueActor`` built
+    with ``spec=env.action_spec``) and then for an ``action_space`` attribute.
+    """
     if action_space is None and network is not None:
-        action_space = getattr(network, "action_space", None)
+        spec = getattr(network, "spec", None)
+        spec_name = type(spec).__name__.lower().replace("_", "")
+        if "onehot" in spec_name or "categorical" in spec_name:
+            action_space = spec
+        else:
+            action_space = getattr(network, "action_space", None)
     if action_space is None:
         raise ValueError(
             "action_space is needed: pass 'categorical' (integer actions) or 'one_hot', "
