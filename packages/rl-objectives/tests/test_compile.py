@@ -1,0 +1,61 @@
+"""torch.compile: the functionals capture in one graph; the loss forwards have no graph break.
+
+Kept small: dynamo tracing only (``backend="eager"`` / ``explain``), no inductor codegen.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from objectives_testlib import make_action_value, make_categorical_actor, make_qvalue, make_tanh_actor, make_value, transitions
+
+from rl_objectives import ClipPPOLoss, DQNLoss, SACLoss
+from rl_objectives.value import functional as F
+
+
+@pytest.fixture(autouse=True)
+def _reset_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_functionals_compile_fullgraph():
+    shape = (4, 20, 1)
+    v, nv, r = torch.randn(shape), torch.randn(shape), torch.randn(shape)
+    done = torch.rand(shape) < 0.2
+    term = done & (torch.rand(shape) < 0.5)
+
+    def all_estimates(v, nv, r, done, term):
+        adv, tgt = F.generalized_advantage_estimate(0.99, 0.95, v, nv, r, done, term)
+        lam = F.td_lambda_return_estimate(0.99, 0.9, nv, r, done, term)
+        vt, _ = F.vtrace_advantage_estimate(0.99, -r.abs(), -v.abs(), v, nv, r, done, term)
+        return adv, tgt, lam, vt
+
+    compiled = torch.compile(all_estimates, fullgraph=True, backend="eager")
+    for got, ref in zip(compiled(v, nv, r, done, term), all_estimates(v, nv, r, done, term), strict=True):
+        torch.testing.assert_close(got, ref)
+
+
+def _ppo():
+    td = transitions(8, action="categorical")
+    td["action_log_prob"] = -torch.rand(8)
+    td["advantage"] = torch.randn(8, 1)
+    td["value_target"] = torch.randn(8, 1)
+    return ClipPPOLoss(make_categorical_actor(), make_value()), td
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda: (DQNLoss(make_action_value(), action_space="categorical", gamma=0.9), transitions(8, action="categorical")),
+        lambda: (SACLoss(make_tanh_actor(), make_qvalue(), target_entropy=-2.0, gamma=0.9), transitions(8)),
+        _ppo,
+    ],
+    ids=["dqn", "sac", "clip_ppo"],
+)  # fmt: skip
+def test_loss_forward_has_no_graph_break(case):
+    loss, td = case()
+    loss(td.clone())  # builds the value estimator eagerly
+    explanation = torch._dynamo.explain(loss)(td.clone())
+    assert explanation.graph_break_count == 0, explanation.break_reasons
