@@ -78,7 +78,9 @@ def bench_gae() -> None:
         args = (0.99, 0.95, v, nv, r, done, term)
         ours_adv = generalized_advantage_estimate(*args)[0]
         torch.testing.assert_close(ours_adv, gae_loop(*args)[0], atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(ours_adv, vec_generalized_advantage_estimate(*args)[0], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            ours_adv, vec_generalized_advantage_estimate(*args)[0], atol=1e-4, rtol=1e-4
+        )
         ours = timeit(lambda a=args: generalized_advantage_estimate(*a), 20)
         trl = timeit(lambda a=args: vec_generalized_advantage_estimate(*a), 20)
         loop = timeit(lambda a=args: gae_loop(*a), 5, warmup=1)
@@ -89,7 +91,9 @@ def bench_gae() -> None:
 
 
 def mlp(i: int, o: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(i, HID), nn.Tanh(), nn.Linear(HID, HID), nn.Tanh(), nn.Linear(HID, o))
+    return nn.Sequential(
+        nn.Linear(i, HID), nn.Tanh(), nn.Linear(HID, HID), nn.Tanh(), nn.Linear(HID, o)
+    )
 
 
 def normal(loc, scale):
@@ -105,7 +109,9 @@ def actor(dist_cls) -> ProbabilisticTensorDictSequential:
     body = nn.Sequential(mlp(OBS, 2 * ACT), NormalParamExtractor())
     return ProbabilisticTensorDictSequential(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
-        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=dist_cls, return_log_prob=True),
+        ProbabilisticTensorDictModule(
+            ["loc", "scale"], ["action"], distribution_class=dist_cls, return_log_prob=True
+        ),
     )
 
 
@@ -177,9 +183,9 @@ def bench_ppo() -> None:
         trl.set_keys(sample_log_prob="action_log_prob")
         pol_net, crit_net = a.module[0].module[0], c.module
         params = list(ours.parameters())
-        t_ours = timeit(step(lambda: ours(td), params), 50)
-        t_trl = timeit(step(lambda: trl(td), list(trl.parameters())), 50)
-        t_raw = timeit(step(lambda: plain_ppo(pol_net, crit_net, td), params), 50)
+        t_ours = timeit(step(lambda m=ours, x=td: m(x), params), 50)
+        t_trl = timeit(step(lambda m=trl, x=td: m(x), list(trl.parameters())), 50)
+        t_raw = timeit(step(lambda p=pol_net, c=crit_net, x=td: plain_ppo(p, c, x), params), 50)
         row(f"ClipPPOLoss fwd+bwd [{n}]", t_ours, t_trl, t_raw, "plain")
 
 
@@ -231,9 +237,11 @@ def bench_sac() -> None:
         tq1, tq2 = mlp(OBS + ACT, 1).requires_grad_(False), mlp(OBS + ACT, 1).requires_grad_(False)
         log_alpha = nn.Parameter(torch.zeros(()))
         params = [*ours.parameters(), log_alpha]
-        t_ours = timeit(step(lambda: ours(td.clone(False)), params), 30)
-        t_trl = timeit(step(lambda: trl(td.clone(False)), list(trl.parameters())), 30)
-        t_raw = timeit(step(lambda: plain_sac(pol, q1, q2, tq1, tq2, log_alpha, td), params), 30)
+        t_ours = timeit(step(lambda m=ours, x=td: m(x.clone(False)), params), 30)
+        t_trl = timeit(step(lambda m=trl, x=td: m(x.clone(False)), list(trl.parameters())), 30)
+        t_raw = timeit(
+            step(lambda a=(pol, q1, q2, tq1, tq2, log_alpha, td): plain_sac(*a), params), 30
+        )
         row(f"SACLoss fwd+bwd [{n}]", t_ours, t_trl, t_raw, "plain")
 
 

@@ -34,7 +34,9 @@ class QNet(nn.Module):
 
 
 def make_tanh_actor(hidden: int = 8) -> ProbabilisticTensorDictSequential:
-    body = nn.Sequential(nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 2 * ACT), NormalParamExtractor())
+    body = nn.Sequential(
+        nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 2 * ACT), NormalParamExtractor()
+    )
     return ProbabilisticTensorDictSequential(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
         ProbabilisticTensorDictModule(
@@ -47,7 +49,9 @@ def make_normal_actor(hidden: int = 8) -> ProbabilisticTensorDictSequential:
     def normal(loc, scale):
         return D.Independent(D.Normal(loc, scale), 1)
 
-    body = nn.Sequential(nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 2 * ACT), NormalParamExtractor())
+    body = nn.Sequential(
+        nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 2 * ACT), NormalParamExtractor()
+    )
     return ProbabilisticTensorDictSequential(
         TensorDictModule(body, ["observation"], ["loc", "scale"]),
         ProbabilisticTensorDictModule(
@@ -68,7 +72,9 @@ def make_categorical_actor(hidden: int = 8) -> ProbabilisticTensorDictSequential
 
 def make_value(hidden: int = 8, out_key: str = "state_value") -> TensorDictModule:
     return TensorDictModule(
-        nn.Sequential(nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 1)), ["observation"], [out_key]
+        nn.Sequential(nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 1)),
+        ["observation"],
+        [out_key],
     )
 
 
@@ -78,7 +84,9 @@ def make_qvalue() -> TensorDictModule:
 
 def make_action_value(n: int = N_ACT) -> TensorDictModule:
     return TensorDictModule(
-        nn.Sequential(nn.Linear(OBS, 8), nn.Tanh(), nn.Linear(8, n)), ["observation"], ["action_value"]
+        nn.Sequential(nn.Linear(OBS, 8), nn.Tanh(), nn.Linear(8, n)),
+        ["observation"],
+        ["action_value"],
     )
 
 
@@ -105,5 +113,3 @@ def transitions(batch: int = 16, *, action: str = "continuous", seed: int = 0) -
         },
         batch_size=[batch],
     )
-
-

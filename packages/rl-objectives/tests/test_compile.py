@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from objectives_testlib import make_action_value, make_categorical_actor, make_qvalue, make_tanh_actor, make_value, transitions
+from objectives_testlib import (
+    make_action_value,
+    make_categorical_actor,
+    make_qvalue,
+    make_tanh_actor,
+    make_value,
+    transitions,
+)
 
 from rl_objectives import ClipPPOLoss, DQNLoss, SACLoss
 from rl_objectives.value import functional as F
@@ -33,7 +40,9 @@ def test_functionals_compile_fullgraph():
         return adv, tgt, lam, vt
 
     compiled = torch.compile(all_estimates, fullgraph=True, backend="eager")
-    for got, ref in zip(compiled(v, nv, r, done, term), all_estimates(v, nv, r, done, term), strict=True):
+    for got, ref in zip(
+        compiled(v, nv, r, done, term), all_estimates(v, nv, r, done, term), strict=True
+    ):
         torch.testing.assert_close(got, ref)
 
 

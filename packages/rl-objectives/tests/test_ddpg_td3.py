@@ -10,7 +10,9 @@ from rl_objectives import DDPGLoss, TD3Loss
 
 
 def _actor():
-    return TensorDictModule(torch.nn.Sequential(torch.nn.Linear(OBS, ACT), torch.nn.Tanh()), ["observation"], ["action"])
+    return TensorDictModule(
+        torch.nn.Sequential(torch.nn.Linear(OBS, ACT), torch.nn.Tanh()), ["observation"], ["action"]
+    )
 
 
 def _call(module, params, *args):
@@ -27,7 +29,10 @@ def test_ddpg_matches_plain_torch_and_isolates_gradients():
     with torch.no_grad():
         na = _call(actor, loss.target_actor_network_params, nobs)
         nq = _call(critic, loss.target_value_network_params, nobs, na).squeeze(-1)
-        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nq
+        y = (
+            td["next", "reward"].squeeze(-1)
+            + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nq
+        )
     pred = critic.module(obs, td["action"]).squeeze(-1)
     torch.testing.assert_close(out["loss_value"], ((pred - y) ** 2).mean())
     torch.testing.assert_close(out["loss_actor"], -critic.module(obs, actor.module(obs)).mean())
@@ -50,9 +55,14 @@ def test_td3_matches_plain_torch():
         na = _call(actor, loss.target_actor_network_params, nobs)
         na = (na + (torch.randn_like(na) * 0.2).clamp(-0.5, 0.5)).clamp(-1, 1)
         nq = torch.minimum(_call(q1, tq["0"], nobs, na), _call(q2, tq["1"], nobs, na)).squeeze(-1)
-        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nq
+        y = (
+            td["next", "reward"].squeeze(-1)
+            + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nq
+        )
     a = td["action"]
-    lq = ((q1.module(obs, a).squeeze(-1) - y) ** 2 + (q2.module(obs, a).squeeze(-1) - y) ** 2).mean()
+    lq = (
+        (q1.module(obs, a).squeeze(-1) - y) ** 2 + (q2.module(obs, a).squeeze(-1) - y) ** 2
+    ).mean()
     torch.testing.assert_close(out["loss_qvalue"], lq)
     torch.testing.assert_close(out["loss_actor"], -q1.module(obs, actor.module(obs)).mean())
     out["loss_actor"].backward()

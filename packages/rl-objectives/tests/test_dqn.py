@@ -31,7 +31,10 @@ def test_dqn_matches_plain_torch(double_dqn, action):
             nv = target_net.gather(-1, best).squeeze(-1)
         else:
             nv = target_net.max(-1).values
-        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nv
+        y = (
+            td["next", "reward"].squeeze(-1)
+            + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nv
+        )
     torch.testing.assert_close(out["loss"], ((pred - y) ** 2).mean())
     torch.testing.assert_close(td["td_error"], (pred - y).detach() ** 2)
     out["loss"].backward()
@@ -39,7 +42,9 @@ def test_dqn_matches_plain_torch(double_dqn, action):
     assert all(p.grad is None for p in loss.target_value_network_params.values(True, True))
 
 
-@pytest.mark.parametrize(("spec_class", "expected"), [("OneHot", "one_hot"), ("Categorical", "categorical")])
+@pytest.mark.parametrize(
+    ("spec_class", "expected"), [("OneHot", "one_hot"), ("Categorical", "categorical")]
+)
 def test_action_space_is_read_from_the_network_spec(spec_class, expected):
     net = make_action_value()
     net.spec = type(spec_class, (), {})()  # duck-typed spec: only its class name matters
@@ -59,14 +64,14 @@ def test_targets_are_buffers_and_updaters_work():
             p.add_(1.0)
     before = target.clone()
     SoftUpdate(loss, tau=0.25).step()
-    for k in before.keys():
+    for k in before:
         torch.testing.assert_close(target[k], 0.75 * before[k] + 0.25 * online[k].data)
     hard = HardUpdate(loss, value_network_update_interval=2)
     hard.step()
     first = next(iter(target.keys()))
     assert not torch.equal(target[first], online[first].data)
     hard.step()
-    for k in target.keys():
+    for k in target:
         torch.testing.assert_close(target[k], online[k].data)
     with pytest.raises(ValueError, match="no target parameters"):
         SoftUpdate(DQNLoss(make_action_value(), action_space="categorical", delay_value=False))
@@ -126,7 +131,9 @@ def test_distributional_dqn_matches_reference():
     from tensordict.nn import TensorDictModule
 
     net = TensorDictModule(Net(), ["observation"], ["action_value"])
-    loss = DistributionalDQNLoss(net, gamma=0.9, support=z, action_space="categorical", delay_value=False)
+    loss = DistributionalDQNLoss(
+        net, gamma=0.9, support=z, action_space="categorical", delay_value=False
+    )
     td = transitions(6, action="categorical")
     out = loss(td)
     log_q = net.module(td["observation"])

@@ -136,9 +136,11 @@ def test_set_keys_routes_every_entry():
     td = td.rename_key_(("next", "reward"), ("next", "r"))
     td["v"] = torch.zeros(*td.shape, 1)
     td["next", "v"] = torch.ones(*td.shape, 1)
-    est = TD0Estimator(gamma=0.5).set_keys(reward="r", value="v", advantage="adv", value_target="tgt")
+    est = TD0Estimator(gamma=0.5).set_keys(
+        reward="r", value="v", advantage="adv", value_target="tgt"
+    )
     est(td)
-    assert "adv" in td.keys() and "tgt" in td.keys()
+    assert "adv" in td and "tgt" in td
     with pytest.raises(ValueError, match="unknown key name"):
         est.set_keys(rewards="x")
 

@@ -55,10 +55,7 @@ def ref_td_lambda(gamma, lmbda, nv, r, done, term, time_dim):
     out = torch.zeros_like(r)
     steps = r.shape[0]
     for t in reversed(range(steps)):
-        if t == steps - 1:
-            g_next = nv[t]
-        else:
-            g_next = torch.where(done[t], nv[t], out[t + 1])
+        g_next = nv[t] if t == steps - 1 else torch.where(done[t], nv[t], out[t + 1])
         out[t] = r[t] + gamma * (~term[t]).double() * ((1 - lmbda) * nv[t] + lmbda * g_next)
     return _from_loop(out, time_dim)
 
@@ -129,7 +126,15 @@ def test_vtrace_matches_loop(seed, shape, time_first, gamma, thresh):
     batch, steps = shape
     time_dim = 0 if time_first else -2
     d = _data(seed, batch, steps, time_dim)
-    args = (d["log_pi"], d["log_mu"], d["value"], d["next_value"], d["reward"], d["done"], d["terminated"])
+    args = (
+        d["log_pi"],
+        d["log_mu"],
+        d["value"],
+        d["next_value"],
+        d["reward"],
+        d["done"],
+        d["terminated"],
+    )
     adv, vs = F.vtrace_advantage_estimate(gamma, *args, *thresh, time_dim=time_dim)
     ref_adv, ref_vs = ref_vtrace(gamma, *args, *thresh, time_dim)
     torch.testing.assert_close(vs, ref_vs)
@@ -170,7 +175,9 @@ def test_float32_long_rollout_stays_close_to_float64():
     d = _data(0, (2,), 2000, -2)
     args = [d[k] for k in ("value", "next_value", "reward")]
     adv64, _ = F.generalized_advantage_estimate(0.999, 0.99, *args, d["done"], d["terminated"])
-    adv32, _ = F.generalized_advantage_estimate(0.999, 0.99, *(a.float() for a in args), d["done"], d["terminated"])
+    adv32, _ = F.generalized_advantage_estimate(
+        0.999, 0.99, *(a.float() for a in args), d["done"], d["terminated"]
+    )
     torch.testing.assert_close(adv32.double(), adv64, atol=1e-4, rtol=1e-4)
 
 
@@ -183,7 +190,11 @@ def test_gamma_tensor_per_step():
     ref_adv = torch.zeros_like(adv)
     running = torch.zeros(2, 1, dtype=torch.float64)
     for t in reversed(range(10)):
-        delta = d["reward"][:, t] + gamma[:, t] * (~d["terminated"][:, t]).double() * d["next_value"][:, t] - d["value"][:, t]
+        delta = (
+            d["reward"][:, t]
+            + gamma[:, t] * (~d["terminated"][:, t]).double() * d["next_value"][:, t]
+            - d["value"][:, t]
+        )
         running = delta + gamma[:, t] * 0.9 * (~d["done"][:, t]).double() * running
         ref_adv[:, t] = running
     torch.testing.assert_close(adv, ref_adv)

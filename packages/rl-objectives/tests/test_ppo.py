@@ -7,7 +7,12 @@ import torch
 import torch.nn.functional as Fn
 from objectives_testlib import make_categorical_actor, make_normal_actor, make_value, transitions
 from tensordict import TensorDict
-from tensordict.nn import CompositeDistribution, ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential, TensorDictModule
+from tensordict.nn import (
+    CompositeDistribution,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
 from torch import distributions as D
 
 from rl_objectives import A2CLoss, ClipPPOLoss, KLPENPPOLoss, PPOLoss, ReinforceLoss
@@ -36,7 +41,15 @@ def _ref(actor, critic, td):
 @pytest.mark.parametrize("clip_value", [None, 0.1])
 def test_clip_ppo_matches_plain_torch(clip_value):
     actor, critic = make_categorical_actor(), make_value()
-    loss = ClipPPOLoss(actor, critic, clip_epsilon=(0.1, 0.3), clip_value=clip_value, entropy_coeff=0.05, critic_coeff=0.5, loss_critic_type="l2")
+    loss = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=(0.1, 0.3),
+        clip_value=clip_value,
+        entropy_coeff=0.05,
+        critic_coeff=0.5,
+        loss_critic_type="l2",
+    )
     td = batch()
     out = loss(td)
     dist, lw, adv, v = _ref(actor, critic, td)
@@ -50,17 +63,17 @@ def test_clip_ppo_matches_plain_torch(clip_value):
         vl = torch.maximum(vl, (td["value_target"] - vc) ** 2)
     torch.testing.assert_close(out["loss_critic"], 0.5 * vl.mean())
     torch.testing.assert_close(out["kl_approx"], (-lw).mean().detach())
-    assert "advantage" not in td.keys() or torch.equal(td["advantage"], batch()["advantage"])
+    assert "advantage" not in td or torch.equal(td["advantage"], batch()["advantage"])
 
 
 def test_ppo_and_klpen_match_plain_torch():
     actor, critic = make_categorical_actor(), make_value()
     td = batch()
     out = PPOLoss(actor, critic, normalize_advantage=True, entropy_bonus=False)(td)
-    dist, lw, adv, v = _ref(actor, critic, td)
+    dist, lw, adv, _v = _ref(actor, critic, td)
     nadv = (adv - adv.mean()) / adv.std()
     torch.testing.assert_close(out["loss_objective"], -(lw.exp() * nadv).mean())
-    assert "loss_entropy" not in out.keys()
+    assert "loss_entropy" not in out
     kl_loss = KLPENPPOLoss(actor, critic, beta=2.0, dtarg=1e-6)
     out = kl_loss(td)
     kl = D.kl_divergence(D.Categorical(logits=td["logits"]), dist)
@@ -73,7 +86,7 @@ def test_ppo_computes_gae_when_advantage_missing_and_critic_only_gets_critic_gra
     loss = ClipPPOLoss(actor, critic)
     td = batch().exclude("advantage", "value_target")
     out = loss(td)
-    assert "advantage" not in td.keys()  # the caller's data is not modified
+    assert "advantage" not in td  # the caller's data is not modified
     out["loss_objective"].backward(retain_graph=True)
     assert all(p.grad is None for p in critic.parameters())
     loss.zero_grad(set_to_none=True)
@@ -123,14 +136,18 @@ def test_ppo_composite_action_distribution():
     d_c, d_d = D.Independent(D.Normal(loc, scale), 1), D.Categorical(logits=logits)
     lp = d_c.log_prob(td["action", "cont"]) + d_d.log_prob(td["action", "disc"])
     prev = td["action", "cont_log_prob"] + td["action", "disc_log_prob"]
-    torch.testing.assert_close(out["loss_objective"], -(torch.exp(lp - prev) * td["advantage"].squeeze(-1)).mean())
-    torch.testing.assert_close(out["loss_entropy"], -(0.1 * d_c.entropy() + 0.2 * d_d.entropy()).mean())
+    torch.testing.assert_close(
+        out["loss_objective"], -(torch.exp(lp - prev) * td["advantage"].squeeze(-1)).mean()
+    )
+    torch.testing.assert_close(
+        out["loss_entropy"], -(0.1 * d_c.entropy() + 0.2 * d_d.entropy()).mean()
+    )
     assert set(out["composite_entropy"].keys(True, True)) == set(coeff)
 
 
 def test_missing_log_prob_names_key():
     td = batch().exclude("action_log_prob")
-    with pytest.raises(KeyError, match="set_keys.sample_log_prob="):
+    with pytest.raises(KeyError, match=r"set_keys.sample_log_prob="):
         ClipPPOLoss(make_categorical_actor())(td)
 
 

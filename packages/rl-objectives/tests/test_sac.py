@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as Fn
-from objectives_testlib import make_action_value, make_categorical_actor, make_qvalue, make_tanh_actor, transitions
+from objectives_testlib import (
+    make_action_value,
+    make_categorical_actor,
+    make_qvalue,
+    make_tanh_actor,
+    transitions,
+)
 
 from rl_objectives import DiscreteSACLoss, SACLoss
 
@@ -33,7 +39,9 @@ def test_sac_matches_plain_torch():
         na = nd.rsample()
         nlp = nd.log_prob(na)
         nq = torch.minimum(_q(q1, nobs, na, tgt["0"]), _q(q2, nobs, na, tgt["1"]))
-        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * (nq - 0.5 * nlp)
+        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(
+            -1
+        ).float() * (nq - 0.5 * nlp)
     lq = ((_q(q1, obs, td["action"]) - y) ** 2 + (_q(q2, obs, td["action"]) - y) ** 2).mean()
     d = actor.get_dist(td.select("observation"))
     a = d.rsample()
@@ -60,7 +68,9 @@ def test_sac_gradient_isolation():
     loss.zero_grad(set_to_none=True)
     out["loss_alpha"].backward(retain_graph=True)
     assert loss.log_alpha.grad is not None
-    assert all(g is None for g in _grads(loss.qvalue_network)) and all(g is None for g in _grads(loss.actor_network))
+    assert all(g is None for g in _grads(loss.qvalue_network)) and all(
+        g is None for g in _grads(loss.actor_network)
+    )
     loss.zero_grad(set_to_none=True)
     out["loss_qvalue"].backward()
     assert all(g is None for g in _grads(loss.actor_network))
@@ -79,7 +89,14 @@ def test_sac_copies_are_reinitialised_and_fixed_alpha():
 
 def test_discrete_sac_matches_plain_torch():
     actor = make_categorical_actor()
-    loss = DiscreteSACLoss(actor, make_action_value(), action_space="categorical", num_actions=4, gamma=0.9, loss_function="l2")
+    loss = DiscreteSACLoss(
+        actor,
+        make_action_value(),
+        action_space="categorical",
+        num_actions=4,
+        gamma=0.9,
+        loss_function="l2",
+    )
     td = transitions(16, action="categorical")
     out = loss(td)
     q1, q2 = loss.qvalue_network
@@ -96,12 +113,20 @@ def test_discrete_sac_matches_plain_torch():
         np_ = Fn.softmax(actor.module[0].module(nobs), -1)
         nq = torch.minimum(qf(q1, nobs, tgt["0"]), qf(q2, nobs, tgt["1"]))
         nv = (np_ * (nq - np_.log())).sum(-1)
-        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nv
+        y = (
+            td["next", "reward"].squeeze(-1)
+            + 0.9 * (~td["next", "terminated"]).squeeze(-1).float() * nv
+        )
     a = td["action"].unsqueeze(-1)
-    lq = ((qf(q1, obs).gather(-1, a).squeeze(-1) - y) ** 2 + (qf(q2, obs).gather(-1, a).squeeze(-1) - y) ** 2).mean()
+    lq = (
+        (qf(q1, obs).gather(-1, a).squeeze(-1) - y) ** 2
+        + (qf(q2, obs).gather(-1, a).squeeze(-1) - y) ** 2
+    ).mean()
     p = Fn.softmax(actor.module[0].module(obs), -1)
     minq = torch.minimum(qf(q1, obs), qf(q2, obs))
     torch.testing.assert_close(out["loss_qvalue"], lq)
     torch.testing.assert_close(out["loss_actor"], (p * (p.log() - minq)).sum(-1).mean())
     te = 0.98 * torch.log(torch.tensor(4.0))
-    torch.testing.assert_close(out["loss_alpha"], (-loss.log_alpha * ((p * p.log()).sum(-1).detach() + te)).mean())
+    torch.testing.assert_close(
+        out["loss_alpha"], (-loss.log_alpha * ((p * p.log()).sum(-1).detach() + te)).mean()
+    )
