@@ -1,0 +1,262 @@
+"""DQN (Mnih et al., 2015, Nature 518) with double Q-learning (van Hasselt et al., 2016),
+hard target updates, linearly annealed epsilon-greedy exploration and optional prioritized
+replay (Schaul et al., 2016, arXiv:1511.05952).
+
+Defaults follow the tuned CartPole-v1 setting of the RL Baselines3 Zoo (return 500 at 50k
+frames): collect 256 frames, then 128 gradient steps on minibatches of 64, then copy the
+online network into the target.
+
+    uv run recipes/dqn.py                        # CartPole-v1, 50k frames
+    uv run recipes/dqn.py --prioritized true     # prioritized replay
+    uv run recipes/dqn.py --smoke                # a few seconds, end to end
+    uv run recipes/dqn.py --resume runs/dqn/checkpoint.pt
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from tensordict.nn import TensorDictSequential
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import (
+    RunLogger,
+    Stopwatch,
+    buffer_state_dict,
+    evaluate,
+    load_buffer_state_dict,
+    load_checkpoint,
+    parse_config,
+    plot_learning_curve,
+    save_checkpoint,
+    seed_everything,
+    write_summary,
+)
+
+from rl_buffers import (
+    LazyTensorStorage,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+)
+from rl_collectors import Collector
+from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, EGreedyModule, QValueActor
+from rl_objectives import DQNLoss, HardUpdate
+
+
+@dataclass
+class Config:
+    """Double DQN with hard target updates on a Gymnasium task with discrete actions."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium id of the task (discrete actions)."""
+    seed: int = 0
+    """Seed of every RNG and of the envs."""
+    total_frames: int = 50_000
+    """Frames to collect in total."""
+    frames_per_batch: int = 256
+    """Frames collected between two rounds of gradient steps."""
+    init_random_frames: int = 1_000
+    """Frames of uniformly random actions before learning starts."""
+    num_updates: int = 128
+    """Gradient steps after each collected batch."""
+    batch_size: int = 64
+    """Transitions per gradient step."""
+    buffer_size: int = 100_000
+    """Replay buffer capacity (transitions)."""
+    prioritized: bool = False
+    """Prioritized replay (proportional, by squared TD error) instead of uniform."""
+    alpha: float = 0.6
+    """Prioritization exponent (with --prioritized)."""
+    beta: float = 0.4
+    """Importance-sampling exponent (with --prioritized)."""
+    lr: float = 2.3e-3
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    double_dqn: bool = True
+    """Pick the bootstrap action with the online network (double DQN)."""
+    target_update_interval: int = 128
+    """Gradient steps between copies of the online network into the target."""
+    eps_init: float = 1.0
+    """Initial exploration epsilon."""
+    eps_end: float = 0.04
+    """Final exploration epsilon."""
+    annealing_frames: int = 8_000
+    """Frames over which epsilon goes linearly from eps_init to eps_end."""
+    hidden: int = 256
+    """Width of the two hidden layers of the Q-network."""
+    max_grad_norm: float = 10.0
+    """Gradient clipping norm."""
+    torch_threads: int = 1
+    """CPU threads for torch (small MLPs run fastest on one)."""
+    eval_every: int = 5_120
+    """Frames between deterministic (greedy) evaluations."""
+    eval_episodes: int = 5
+    """Episodes per evaluation."""
+    target_return: float = float("inf")
+    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
+    checkpoint_every: int = 10_240
+    """Frames between checkpoints (the envs restart from a seeded reset there)."""
+    output_dir: str = "runs/dqn"
+    """Folder for logs, checkpoints, the learning curve and the summary."""
+    resume: str = ""
+    """Checkpoint to continue from, exactly where it stopped."""
+    smoke: bool = False
+    """Run a tiny budget to check the recipe end to end."""
+
+    SMOKE: ClassVar[dict[str, object]] = {
+        "total_frames": 2048,
+        "init_random_frames": 512,
+        "num_updates": 16,
+        "annealing_frames": 1024,
+        "eval_every": 1024,
+        "eval_episodes": 1,
+        "checkpoint_every": 1024,
+    }
+
+
+def make_env(cfg: Config) -> TransformedEnv:
+    return TransformedEnv(GymEnv(cfg.env), Compose(DoubleToFloat(), StepCounter(), RewardSum()))
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    cfg = parse_config(Config, argv)
+    out = Path(cfg.output_dir)
+    torch.set_num_threads(cfg.torch_threads)
+    seed_everything(cfg.seed)
+    env = make_env(cfg)
+    env.set_seed(cfg.seed)
+    eval_env = make_env(cfg)
+    action_spec = env.action_spec
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    net = MLP(obs_dim, action_spec.shape[-1], num_cells=[cfg.hidden] * 2, activation_class=nn.ReLU)
+    qvalue = QValueActor(net, in_keys=["observation"], spec=action_spec)
+    greedy = EGreedyModule(action_spec, cfg.eps_init, cfg.eps_end, cfg.annealing_frames)
+    policy = TensorDictSequential(qvalue, greedy)
+    loss_fn = DQNLoss(
+        qvalue,
+        loss_function="smooth_l1",
+        delay_value=True,
+        double_dqn=cfg.double_dqn,
+    )
+    loss_fn.make_value_estimator(gamma=cfg.gamma)
+    updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update_interval)
+    optim = torch.optim.Adam(loss_fn.parameters(), lr=cfg.lr)
+    storage = LazyTensorStorage(cfg.buffer_size)
+    if cfg.prioritized:
+        buffer = TensorDictPrioritizedReplayBuffer(
+            alpha=cfg.alpha, beta=cfg.beta, storage=storage, batch_size=cfg.batch_size
+        )
+    else:
+        buffer = TensorDictReplayBuffer(storage=storage, batch_size=cfg.batch_size)
+    collector = Collector(
+        env,
+        policy,
+        frames_per_batch=cfg.frames_per_batch,
+        total_frames=cfg.total_frames,
+        init_random_frames=cfg.init_random_frames,
+    )
+
+    frames, next_eval, next_ckpt, wall, eval_return = (
+        0,
+        cfg.eval_every,
+        cfg.checkpoint_every,
+        0.0,
+        float("nan"),
+    )
+    if cfg.resume:
+        state = load_checkpoint(cfg.resume)
+        loss_fn.load_state_dict(state["loss"])
+        optim.load_state_dict(state["optim"])
+        greedy.load_state_dict(state["greedy"])
+        updater.counter = state["updater_counter"]
+        load_buffer_state_dict(buffer, state["buffer"])
+        collector.load_state_dict(state["collector"])
+        frames, next_eval, next_ckpt, wall = (
+            state["frames"],
+            state["next_eval"],
+            state["next_ckpt"],
+            state["wall"],
+        )
+        eval_return = state["eval_return"]
+        env.set_seed(cfg.seed + frames)  # the uninterrupted run re-seeds here too
+        collector.reset()
+    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    clock = Stopwatch(wall)
+
+    for batch in collector:
+        frames += batch.numel()
+        # what the loss reads; random-action batches carry no Q-values, later ones do
+        buffer.extend(batch.reshape(-1).select("observation", "action", "next"))
+        greedy.step(batch.numel())
+        finished = batch["next", "done"]
+        if finished.any():
+            logger.log(
+                frames, **{"train/return": batch["next", "episode_reward"][finished].mean().item()}
+            )
+        if frames >= cfg.init_random_frames:
+            for _ in range(cfg.num_updates):
+                sample = buffer.sample()
+                loss = loss_fn(sample)["loss"]
+                optim.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+                optim.step()
+                updater.step()
+                if cfg.prioritized:
+                    buffer.update_tensordict_priority(sample)
+            logger.log(frames, loss=loss.item(), epsilon=greedy.eps.item())
+        if frames >= next_eval:
+            next_eval += cfg.eval_every
+            eval_return = evaluate(eval_env, qvalue, cfg.eval_episodes, seed=cfg.seed + 10_000)
+            logger.log(frames, **{"eval/return": eval_return})
+        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+        if frames >= next_ckpt or stop:
+            while next_ckpt <= frames:
+                next_ckpt += cfg.checkpoint_every
+            save_checkpoint(
+                out / "checkpoint.pt",
+                {
+                    "config": asdict(cfg),
+                    "loss": loss_fn.state_dict(),
+                    "optim": optim.state_dict(),
+                    "greedy": greedy.state_dict(),
+                    "updater_counter": updater.counter,
+                    "buffer": buffer_state_dict(buffer),
+                    "collector": collector.state_dict(),
+                    "frames": frames,
+                    "next_eval": next_eval,
+                    "next_ckpt": next_ckpt,
+                    "wall": clock.elapsed(),
+                    "eval_return": eval_return,
+                },
+            )
+            # Episodes restart from a seeded reset at each checkpoint, so that a run resumed
+            # from it sees the very same episodes (a simulator's state cannot be saved in general).
+            env.set_seed(cfg.seed + frames)
+            collector.reset()
+        logger.advance(batch.numel())
+        if stop:
+            break
+    collector.shutdown()
+    logger.close()
+    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"DQN {cfg.env}")
+    summary = {
+        "algo": "dqn",
+        "env": cfg.env,
+        "frames": frames,
+        "wall_clock_s": round(clock.elapsed(), 1),
+        "final_eval_return": eval_return,
+    }
+    print(write_summary(out, **summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
