@@ -35,6 +35,7 @@ from rl_modules.exploration import (
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
 from rl_modules.networks import (
     MLP,
+    AddStateIndependentNormalScale,
     ConvNet,
     DdpgMlpActor,
     DdpgMlpQNet,
@@ -63,6 +64,7 @@ __all__ = [
     "ActorCriticOperator",
     "ActorCriticWrapper",
     "ActorValueOperator",
+    "AddStateIndependentNormalScale",
     "AdditiveGaussianModule",
     "ConvNet",
     "DdpgMlpActor",
