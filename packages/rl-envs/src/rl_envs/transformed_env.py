@@ -86,6 +86,7 @@ class TransformedEnv(EnvBase):
         transform.set_container(self)
         self.transform = transform
         self._needs_inv = False
+        self._last_reset: tuple[TensorDictBase, TensorDictBase] | None = None
         self.empty_cache()
 
     def __repr__(self) -> str:
@@ -108,12 +109,7 @@ class TransformedEnv(EnvBase):
         self._full_done_spec = specs.done
         self._full_action_spec = specs.action
         self._full_state_spec = specs.state
-        self._needs_inv = any(
-            t.in_keys_inv
-            or type(t).inv is not Transform.inv
-            or type(t)._inv_call is not Transform._inv_call
-            for t in _flatten(self.transform)
-        )
+        self._needs_inv = any(t._has_inverse() for t in _flatten(self.transform))
 
     # ------------------------------------------------------------- the stack
     def append_transform(self, transform: Transform) -> TransformedEnv:
@@ -131,15 +127,60 @@ class TransformedEnv(EnvBase):
         inner_in = self.transform._reset_env_preprocess(tensordict)
         out = self.base_env._reset(inner_in, **kwargs)
         self.base_env._fill_missing_done(out, reset=True)
+        base_root = out.clone(False) if tensordict is None else None
         if tensordict is None:
             tensordict = out.empty()
-        return self.transform._reset(tensordict, out)
+        out = self.transform._reset(tensordict, out)
+        # remembered for _fast_rollout: the base env's own view of a full reset
+        self._last_reset = (out, base_root) if base_root is not None else None
+        return out
+
+    def _fast_rollout(
+        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
+    ) -> TensorDictBase | None:
+        """The base env's fast loop, then every transform on the whole trajectory.
+
+        Applies to random-action rollouts started by a full reset, when no transform
+        has an inverse and each one can be applied to a whole trajectory with the
+        same result as step by step (per-key maps, StepCounter without max_steps,
+        RewardSum, InitTracker); otherwise ``None`` (the generic loop).
+        """
+        last = self.__dict__.get("_last_reset")
+        if (
+            policy is not None
+            or last is None
+            or last[0] is not root
+            or self._needs_inv
+            or not self.transform._supports_rollout_map()
+        ):
+            return None
+        traj = self.base_env._fast_rollout(last[1], max_steps, None, mode)
+        if traj is None:
+            return None
+        start = root.select(
+            *[k for k in root.keys(True, True) if k not in set(traj.keys(True, True))]
+        )
+        nb = len(self.batch_size)
+        for key, value in start.items(True, True):
+            traj.set(
+                key,
+                value.unsqueeze(nb)
+                .expand(*value.shape[:nb], traj.shape[nb], *value.shape[nb:])
+                .clone(),
+            )
+        return self.transform._rollout_map(traj)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._last_reset = None
         if self._needs_inv:
             tensordict = self.transform.inv(tensordict.clone(False))
         next_td = self.base_env._step(tensordict)
-        self.base_env._fill_missing_done(next_td, reset=False)
+        if (
+            next_td.get("done", None) is None
+            or next_td.get("terminated", None) is None
+            or next_td.get("truncated", None) is None
+        ):
+            self.base_env._fill_missing_done(next_td, reset=False)
         return self.transform._step(tensordict, next_td)
 
     def _step_below(self, transform: Transform, tensordict: TensorDictBase) -> TensorDictBase:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs.batched._gym_step import gym_stepper
 from rl_envs.batched._layout import Buffers, NestedKey
 
 _PARENT_POLL_S = 1.0
@@ -39,12 +40,42 @@ class EnvGroup:
         self.next_dst = [_dst(buffers.next, buffers.next_keys, i) for i in rows]
         self.reset_dst = [_dst(buffers.reset, buffers.reset_keys, i) for i in rows]
         self.reset_masks = [buffers.inputs.get("_reset")[i] for i in rows]
+        self.allow = buffers.inputs.get("_reset")[first : first + len(envs)].numpy()
+        self.steppers = [
+            gym_stepper(env, td_in, dst)
+            for env, td_in, dst in zip(envs, self.inputs, self.next_dst, strict=True)
+        ]
 
     def step(self) -> None:
-        for env, td_in, dst in zip(self.envs, self.inputs, self.next_dst, strict=True):
-            out = env._step(td_in)
-            env._fill_missing_done(out, reset=False)
+        for env, td_in, dst, fast in zip(
+            self.envs, self.inputs, self.next_dst, self.steppers, strict=True
+        ):
+            if fast is not None:
+                fast.step()
+            else:
+                _copy_into(dst, _step_one(env, td_in), type(env).__name__)
+
+    def step_reset(self) -> None:
+        """Steps every sub-env; resets those that are done if ``"_reset"`` allows it."""
+        for j, (env, td_in, dst, rdst, fast) in enumerate(
+            zip(self.envs, self.inputs, self.next_dst, self.reset_dst, self.steppers, strict=True)
+        ):
+            if fast is not None:
+                if fast.step() and self.allow[j].any():
+                    _copy_into(rdst, env.reset(), type(env).__name__, missing_ok=True)
+                continue
+            out = _step_one(env, td_in)
             _copy_into(dst, out, type(env).__name__)
+            done = out.get("done")
+            if not self.allow[j].any() or not bool(done.any()):
+                continue
+            if env.batch_size and not bool(done.all()):
+                prev = out.clone(False)
+                prev.set("_reset", done)
+                fresh = env.reset(prev)
+            else:
+                fresh = env.reset()
+            _copy_into(rdst, fresh, type(env).__name__, missing_ok=True)
 
     def reset(self) -> None:
         for env, td_in, dst, mask in zip(
@@ -68,6 +99,17 @@ class EnvGroup:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def _step_one(env: Any, td_in: TensorDictBase) -> TensorDictBase:
+    out = env._step(td_in)
+    if (
+        out.get("done", None) is None
+        or out.get("terminated", None) is None
+        or out.get("truncated", None) is None
+    ):
+        env._fill_missing_done(out, reset=False)
+    return out
 
 
 def _dst(buffer: TensorDictBase, keys: list[NestedKey], row: int) -> list[tuple[NestedKey, Any]]:
@@ -134,6 +176,8 @@ def worker_loop(
                 op = cmd[:1]
                 if op == b"s":
                     group.step()
+                elif op == b"a":
+                    group.step_reset()
                 elif op == b"r":
                     group.reset()
                 elif op == b"d":

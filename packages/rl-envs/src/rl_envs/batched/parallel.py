@@ -14,6 +14,7 @@ import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDictBase
 
+from rl_envs.batched._fast import fast_rollout
 from rl_envs.batched._layout import (
     Buffers,
     as_fn_list,
@@ -303,6 +304,19 @@ class ParallelEnv(EnvBase):
         write_inputs(self._exchange, tensordict, "ParallelEnv")
         self._run(b"s", "step")
         return self._exchange.next.clone()
+
+    def _fast_rollout(
+        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
+    ) -> TensorDictBase | None:
+        return fast_rollout(
+            self,
+            self._exchange,
+            lambda: self._run(b"a", "step"),
+            root,
+            max_steps,
+            policy,
+            mode,
+        )
 
     def _set_seed(self, seed: int | None) -> None:
         self.set_seed(seed)

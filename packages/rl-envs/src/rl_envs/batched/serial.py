@@ -7,6 +7,7 @@ from typing import Any
 
 from tensordict import TensorDictBase
 
+from rl_envs.batched._fast import fast_rollout
 from rl_envs.batched._layout import (
     Buffers,
     as_fn_list,
@@ -111,6 +112,14 @@ class SerialEnv(EnvBase):
         write_inputs(self._exchange, tensordict, "SerialEnv")
         self._group.step()
         return self._exchange.next.clone()
+
+    def _fast_rollout(
+        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
+    ) -> TensorDictBase | None:
+        self._check_open()
+        return fast_rollout(
+            self, self._exchange, self._group.step_reset, root, max_steps, policy, mode
+        )
 
     def _set_seed(self, seed: int | None) -> None:
         self._check_open()

@@ -78,6 +78,14 @@ class Compose(Transform):
             tensordict = t.inv(tensordict)
         return tensordict
 
+    def _supports_rollout_map(self) -> bool:
+        return all(t._supports_rollout_map() for t in self.transforms)
+
+    def _rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
+        for t in self.transforms:
+            trajectory = t._rollout_map(trajectory)
+        return trajectory
+
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         for t in self.transforms:
             specs = t.transform_specs(specs)

@@ -82,6 +82,12 @@ class DTypeCastTransform(Transform):
             return tensordict
         return super()._inv_call(tensordict)
 
+    def _has_inverse(self) -> bool:
+        return bool(self.in_keys_inv)
+
+    def _supports_rollout_map(self) -> bool:
+        return not self._has_inverse()
+
     def transform_leaf_spec(self, spec: Any) -> Any:
         return cast_spec(spec, self.dtype_out) if spec.dtype == self.dtype_in else spec
 

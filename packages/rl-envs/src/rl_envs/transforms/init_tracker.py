@@ -51,6 +51,24 @@ class InitTracker(Transform):
         )
         return next_tensordict
 
+    def _supports_rollout_map(self) -> bool:
+        return True
+
+    def _rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
+        nxt = trajectory.get("next")
+        done = nxt.get("done")
+        time_dim = trajectory.batch_dims - 1
+        first = trajectory.get(self.init_key, None)
+        first = (
+            first.select(time_dim, 0)
+            if first is not None
+            else torch.ones_like(done.select(time_dim, 0))
+        )
+        later = done.narrow(time_dim, 0, done.shape[time_dim] - 1)
+        trajectory.set(self.init_key, torch.cat([first.unsqueeze(time_dim), later], time_dim))
+        nxt.set(self.init_key, torch.zeros_like(done))
+        return trajectory
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
             "InitTracker marks resets: use it inside a TransformedEnv (stored trajectories "

@@ -52,6 +52,9 @@ class ExcludeTransform(Transform):
             return tensordict.exclude(*self.excluded_keys)
         return tensordict
 
+    def _has_inverse(self) -> bool:
+        return self.inverse
+
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         if self.inverse:
             specs.state = _drop(specs.state, self.excluded_keys)

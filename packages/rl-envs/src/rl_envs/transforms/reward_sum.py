@@ -69,6 +69,32 @@ class RewardSum(Transform):
             next_tensordict.set(out_key, total)
         return next_tensordict
 
+    def _supports_rollout_map(self) -> bool:
+        return True
+
+    def _rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
+        nxt = trajectory.get("next")
+        done = nxt.get("done")
+        time_dim = trajectory.batch_dims - 1
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            reward = get_or_raise(self, nxt, in_key)
+            start = trajectory.get(out_key, None)
+            current = (
+                start.select(time_dim, 0)
+                if start is not None
+                else torch.zeros_like(reward.select(time_dim, 0))
+            )
+            roots, nexts = [], []
+            for t in range(reward.shape[time_dim]):
+                roots.append(current)
+                total = current + reward.select(time_dim, t)
+                nexts.append(total)
+                d = done.select(time_dim, t)
+                current = torch.where(d.reshape(*d.shape, *[1] * (total.ndim - d.ndim)), 0.0, total)
+            trajectory.set(out_key, torch.stack(roots, time_dim))
+            nxt.set(out_key, torch.stack(nexts, time_dim))
+        return trajectory
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
             "RewardSum accumulates along env steps: use it inside a TransformedEnv. On a "

@@ -89,6 +89,28 @@ class StepCounter(Transform):
                 next_tensordict.set("done", truncated if done is None else done | truncated)
         return next_tensordict
 
+    def _supports_rollout_map(self) -> bool:
+        return self.max_steps is None  # truncation changes the rollout itself
+
+    def _rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
+        nxt = trajectory.get("next")
+        done = nxt.get("done")
+        time_dim = trajectory.batch_dims - 1
+        count = trajectory.get(self.step_count_key, None)
+        start = (
+            count.select(time_dim, 0)
+            if count is not None
+            else torch.zeros_like(done.select(time_dim, 0), dtype=torch.int64)
+        )
+        counts, current = [], start
+        for t in range(done.shape[time_dim]):
+            counts.append(current)
+            current = torch.where(done.select(time_dim, t), 0, current + 1)
+        root = torch.stack(counts, time_dim)
+        trajectory.set(self.step_count_key, root)
+        nxt.set(self.step_count_key, root + 1)
+        return trajectory
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
             "StepCounter counts env steps: use it inside a TransformedEnv. On stored "

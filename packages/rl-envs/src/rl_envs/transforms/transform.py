@@ -167,9 +167,49 @@ class Transform(nn.Module):
             tensordict.set(in_key, self._inv_apply_transform(value))
         return tensordict
 
+    def _has_inverse(self) -> bool:
+        """Whether ``inv`` may change anything (lets a TransformedEnv skip the input copy)."""
+        return (
+            bool(self.in_keys_inv)
+            or type(self).inv is not Transform.inv
+            or type(self)._inv_call is not Transform._inv_call
+        )
+
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Maps an input (e.g. an action written by a policy) to what the inner env reads."""
         return self._inv_call(tensordict)
+
+    # ----------------------------------------------------- whole trajectories
+    def _supports_rollout_map(self) -> bool:
+        """Whether :meth:`_rollout_map` reproduces this transform's step-by-step effect.
+
+        True for pure per-key maps (only ``_apply_transform`` overridden, no inverse).
+        """
+        cls = type(self)
+        return (
+            cls._call is Transform._call
+            and cls._step is Transform._step
+            and cls._reset is Transform._reset
+            and cls.forward is Transform.forward
+            and not self._has_inverse()
+        )
+
+    def _rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
+        """Applies the transform to a whole rollout (batch ``[*B, T]``, root + ``"next"``).
+
+        Used by ``TransformedEnv`` to keep the base env's fast rollout loop; only
+        called when :meth:`_supports_rollout_map` is true.
+        """
+        nxt = trajectory.get("next")
+        self._call(nxt)
+        root = trajectory.exclude("next")
+        self.__dict__["_missing_tolerance"] = True
+        try:
+            root = self._call(root)
+        finally:
+            self.__dict__["_missing_tolerance"] = False
+        root.set("next", nxt)
+        return root
 
     # ----------------------------------------------------------------- specs
     def transform_leaf_spec(self, spec: Any) -> Any:

@@ -1,0 +1,121 @@
+"""The rollout loop of SerialEnv / ParallelEnv with random actions (private).
+
+The generic loop builds a TensorDict per step (``step``, ``step_mdp``, a partial
+``reset`` round trip when a sub-env finishes) and stacks them at the end. Here
+the output ``[*B, T]`` is allocated once, every step is one command to the
+sub-env groups that steps them *and* resets the finished ones (``step_reset``),
+and each entry moves with one ``copy_`` per key:
+
+1. the root of step t (observations, flags, states) and the action are written
+   into column t of the output; actions and states into the input buffer;
+2. the groups step (and reset the finished sub-envs) into the ``next`` and
+   ``reset`` buffers;
+3. ``next`` goes into column t of the output's ``"next"``; the root of step
+   t + 1 is ``reset`` where the sub-env finished, ``next`` elsewhere.
+
+Actions are drawn up front exactly as the generic loop draws them (one
+``spec.rand((T,))`` per action key), so both loops give the same result for the
+same seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs.batched._layout import Buffers
+
+
+def fast_rollout(
+    env: Any,
+    buffers: Buffers,
+    step_reset: Callable[[], None],
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+) -> TensorDictBase | None:
+    """The stacked rollout, or ``None`` when this loop does not apply."""
+    if policy is not None or mode not in ("none", "any"):
+        return None
+    root_keys = list(buffers.reset_keys)
+    if set(root.keys(True, True)) - set(root_keys):
+        return None  # the caller's root holds entries this loop does not carry
+    action_spec = env.full_action_spec
+    action_keys = list(action_spec.keys(True, True))
+    actions = {k: action_spec[k].rand((max_steps,)) for k in action_keys}
+    nb = len(env.batch_size)
+    t_dim = nb
+
+    def column(x: torch.Tensor, t: int) -> torch.Tensor:
+        return x.select(t_dim, t)
+
+    out_root = {
+        k: torch.empty(
+            (*root.get(k).shape[:nb], max_steps, *root.get(k).shape[nb:]),
+            dtype=root.get(k).dtype,
+            device=root.device,
+        )
+        for k in root_keys
+    }
+    for k in action_keys:
+        a = actions[k]
+        out_root[k] = torch.empty(
+            (*a.shape[1 : 1 + nb], max_steps, *a.shape[1 + nb :]), dtype=a.dtype
+        )
+    nxt_buf = buffers.next
+    out_next = {
+        k: torch.empty((*v.shape[:nb], max_steps, *v.shape[nb:]), dtype=v.dtype, device=v.device)
+        for k, v in nxt_buf.items(True, True)
+    }
+    inputs = buffers.inputs
+    state_keys = [k for k in buffers.input_keys if k not in set(action_keys)]
+    current = {k: root.get(k) for k in root_keys}
+    done_next = nxt_buf.get("done")
+    reset_buf = buffers.reset
+    env._check_step_input(root.update({k: actions[k][0] for k in action_keys}))
+    steps = max_steps
+    for t in range(max_steps):
+        for k in root_keys:
+            column(out_root[k], t).copy_(current[k])
+        for k in action_keys:
+            a = actions[k][t]
+            column(out_root[k], t).copy_(a)
+            inputs.get(k).copy_(a)
+        for k in state_keys:
+            inputs.get(k).copy_(current[k])
+        last = t == max_steps - 1
+        reset_buf_mask = inputs.get("_reset")
+        reset_buf_mask.fill_(not last and mode == "none")
+        step_reset()
+        for k, v in out_next.items():
+            column(v, t).copy_(nxt_buf.get(k))
+        if last:
+            break
+        done = done_next.clone()
+        if mode == "any" and bool(done.any()):
+            steps = t + 1
+            break
+        any_done = bool(done.any())
+        new = {}
+        for k in root_keys:
+            nv = nxt_buf.get(k, None)
+            base = nv if nv is not None else current[k]
+            if any_done:
+                m = done.reshape(*done.shape[:nb], *[1] * (base.ndim - nb))
+                new[k] = torch.where(m, reset_buf.get(k), base)
+            else:
+                new[k] = base.clone()
+        current = new
+    batch = (*env.batch_size, max_steps)
+    result = TensorDict(batch_size=batch, device=env.device)
+    for k, v in out_root.items():
+        result.set(k, v)
+    for k, v in out_next.items():
+        result.set(("next", *(k if isinstance(k, tuple) else (k,))), v)
+    if steps < max_steps:
+        result = result[(slice(None),) * nb + (slice(0, steps),)]
+    return result
