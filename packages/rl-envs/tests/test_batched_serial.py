@@ -68,3 +68,40 @@ def test_missing_action_is_named():
     td = env.reset()
     with pytest.raises(KeyError, match="action"):
         env._step(td)
+
+
+def _generic(env, steps, **kw):
+    # a callback forces the generic step-by-step loop
+    return env.rollout(steps, callback=lambda e, td: None, **kw)
+
+
+@pytest.mark.parametrize("break_when_any_done", [False, True])
+def test_fast_rollout_matches_generic_loop(break_when_any_done):
+    env = SerialEnv(3, make_counted, [{"max_episode_steps": h} for h in (2, 3, 4)])
+    env.set_seed(1)
+    torch.manual_seed(1)
+    fast = env.rollout(9, break_when_any_done=break_when_any_done)
+    env.set_seed(1)
+    torch.manual_seed(1)
+    slow = _generic(env, 9, break_when_any_done=break_when_any_done)
+    assert fast.shape == slow.shape
+    assert set(fast.keys(True, True)) == set(slow.keys(True, True))
+    assert (fast == slow).all()
+
+
+def test_gym_numpy_step_matches_generic_step():
+    pytest.importorskip("gymnasium")
+    import functools
+
+    from rl_envs import GymEnv
+
+    env = SerialEnv(2, functools.partial(GymEnv, "Pendulum-v1", max_episode_steps=5))
+    assert all(s is not None for s in env._group.steppers)
+    env.set_seed(0)
+    torch.manual_seed(0)
+    fast = env.rollout(12, break_when_any_done=False)
+    env._group.steppers = [None, None]  # force GymWrapper._step
+    env.set_seed(0)
+    torch.manual_seed(0)
+    slow = env.rollout(12, break_when_any_done=False)
+    assert (fast == slow).all()

@@ -141,3 +141,31 @@ def test_action_transform_with_policy_and_rollout_specs():
     r = env.rollout(4, policy=lambda td: td.set("action", torch.ones(3, 1)))
     assert r.batch_size == (3, 4)
     check_env_specs(env)
+
+
+@pytest.mark.parametrize("break_when_any_done", [False, True])
+def test_fast_rollout_matches_step_by_step(break_when_any_done):
+    from rl_envs import SerialEnv
+
+    def stack():
+        return Compose(
+            StepCounter(),
+            RewardSum(),
+            InitTracker(),
+            DoubleToFloat(),
+            ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"]),
+        )
+
+    env = TransformedEnv(SerialEnv(2, lambda: PendulumEnv(max_episode_steps=3)), stack())
+    assert env.transform._supports_rollout_map()
+    results = []
+    for callback in (None, lambda e, td: None):  # fast path, then the generic loop
+        env.set_seed(0)
+        torch.manual_seed(0)
+        results.append(env.rollout(8, callback=callback, break_when_any_done=break_when_any_done))
+    fast, slow = results
+    assert set(fast.keys(True, True)) == set(slow.keys(True, True))
+    assert fast.shape == slow.shape and (fast == slow).all()
+    assert not TransformedEnv(
+        PendulumEnv(), StepCounter(max_steps=3)
+    ).transform._supports_rollout_map()
