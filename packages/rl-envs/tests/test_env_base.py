@@ -239,3 +239,68 @@ def test_done_spec_from_leaf_and_categorical_default():
     env = CountEnv()
     env.done_spec = Categorical(2, shape=(1,), dtype=torch.bool)
     assert set(env.done_keys) == {"done", "terminated", "truncated"}
+
+
+def counting_state_policy(env, value=1.0):
+    """Writes the action and ("next", "state") = state + 1 (state 0 when the root has none).
+
+    A plain callable on TensorDicts, like a recurrent policy writing its next hidden state.
+    """
+
+    def policy(td):
+        state = td.get("state", None)
+        if state is None:  # first step: start from zeros (as a primer would)
+            state = torch.zeros(*env.batch_size, 1)
+            td.set("state", state)
+        td.set("action", torch.full((*env.batch_size, 1), value))
+        td.set(("next", "state"), state + 1)
+        return td
+
+    return policy
+
+
+@pytest.mark.parametrize("batch_size", [(), (3,)])
+def test_step_keeps_entries_the_policy_wrote_under_next(batch_size):
+    env = CountEnv(batch_size, limit=100.0)
+    policy = counting_state_policy(env)
+    td = env.step(policy(env.reset()))
+    assert torch.equal(td["next", "state"], torch.ones(*batch_size, 1))
+    assert torch.equal(td["next", "observation"], torch.ones(*batch_size, 1))  # env's entries too
+    root = step_mdp(td)
+    assert torch.equal(root["state"], torch.ones(*batch_size, 1))
+    td = env.step(policy(root))
+    assert torch.equal(td["next", "state"], torch.full((*batch_size, 1), 2.0))
+
+
+def test_step_env_entries_win_over_preset_next():
+    env = CountEnv(limit=100.0)
+    td = env.reset().set("action", torch.ones(1))
+    td.set(("next", "observation"), torch.full((1,), -7.0))
+    td.set(("next", "extra"), torch.full((2,), 5.0))
+    env.step(td)
+    assert td["next", "observation"].item() == 1.0  # the env wrote it
+    assert torch.equal(td["next", "extra"], torch.full((2,), 5.0))  # kept
+
+
+@pytest.mark.parametrize("batch_size", [(), (2,)])
+def test_step_and_maybe_reset_carries_policy_next_entries(batch_size):
+    env = CountEnv(batch_size, limit=2.0)
+    policy = counting_state_policy(env)
+    root = env.reset()
+    for t in range(5):  # episodes end every 2 steps: the state crosses resets
+        td, root = env.step_and_maybe_reset(policy(root))
+        assert torch.equal(td["next", "state"], torch.full((*batch_size, 1), t + 1.0))
+        assert torch.equal(root["state"], torch.full((*batch_size, 1), t + 1.0))
+    assert "next" not in root.keys()  # noqa: SIM118
+
+
+@pytest.mark.parametrize("break_when_any_done", [True, False])
+@pytest.mark.parametrize("batch_size", [(), (2,)])
+def test_rollout_carries_policy_next_entries(batch_size, break_when_any_done):
+    env = CountEnv(batch_size, limit=3.0)
+    r = env.rollout(7, counting_state_policy(env), break_when_any_done=break_when_any_done)
+    t = r.batch_size[-1]
+    assert t == (3 if break_when_any_done else 7)
+    steps = torch.arange(t, dtype=torch.float32).reshape(t, 1).expand(*batch_size, t, 1)
+    assert torch.equal(r["next", "state"], steps + 1)
+    assert torch.equal(r["state"], steps)

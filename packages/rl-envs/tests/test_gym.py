@@ -250,3 +250,31 @@ def test_unsupported_space_error():
     env = ScriptedEnv([(False, False)], obs_space=spaces.Text(5))
     with pytest.raises(TypeError, match="Unsupported Gymnasium space"):
         GymWrapper(env)
+
+
+def test_policy_next_entries_are_kept_and_carried_by_both_loops():
+    """A policy writing ("next", "state") (a recurrent state): kept in the output and
+    carried to the next root by the fast path and the generic loop alike, across resets."""
+    env = GymEnv("CartPole-v1")
+
+    def policy(td):
+        state = td.get("state", None)
+        if state is None:
+            state = torch.zeros(1)
+            td.set("state", state)
+        td.set("action", env.action_spec.rand())
+        return td.set(("next", "state"), state + 1)
+
+    runs = []
+    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+        env.set_seed(1)
+        torch.manual_seed(1)
+        runs.append(env.rollout(120, policy, callback, break_when_any_done=False))
+    assert_same(*runs)
+    r = runs[0]
+    assert r["next", "done"].any()  # an episode boundary was crossed
+    steps = torch.arange(120, dtype=torch.float32).unsqueeze(-1)
+    assert torch.equal(r["state"], steps)
+    assert torch.equal(r["next", "state"], steps + 1)
+    td, root = env.step_and_maybe_reset(policy(env.reset()))
+    assert td["next", "state"].item() == 1.0 and root["state"].item() == 1.0

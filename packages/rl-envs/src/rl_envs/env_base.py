@@ -39,6 +39,10 @@ Public behaviour:
   returned). The output never holds ``"_reset"``.
 * ``step(td)`` checks the input (below), calls ``_step``, completes the done
   flags, writes the result under ``"next"`` of ``td`` (in place) and returns ``td``.
+  Entries the input already holds under ``"next"`` (e.g. the next recurrent state
+  ``("next", "recurrent_state_h")`` written by an LSTM policy) are kept unless
+  ``_step`` returns the same key (the env wins, as in TorchRL): ``"next"`` is
+  updated, not replaced (``keep_preset_next``).
 * ``step_and_maybe_reset(td) -> (td, root)``: ``step``, then ``step_mdp``; where
   ``("next", "done")`` is ``True`` the root is reset (a partial reset through
   ``"_reset"``). ``td`` keeps the true final observation under ``"next"``.
@@ -73,7 +77,7 @@ from tensordict.utils import NestedKey
 from rl_envs import _checks
 from rl_envs.specs import Categorical, Composite, Unbounded
 
-__all__ = ["EnvBase"]
+__all__ = ["EnvBase", "keep_preset_next"]
 
 
 def _is_composite(spec: Any) -> bool:
@@ -460,6 +464,8 @@ class EnvBase(torch.nn.Module):
     def _step_unchecked(self, tensordict: TensorDictBase) -> TensorDictBase:
         next_td = self._step(tensordict)
         self._fill_missing_done(next_td, reset=False)
+        if "next" in tensordict.keys():  # noqa: SIM118 (TensorDict has no __contains__)
+            keep_preset_next(tensordict.get("next"), next_td)
         tensordict.set("next", next_td)
         return tensordict
 
@@ -590,6 +596,24 @@ class EnvBase(torch.nn.Module):
             tensordict=tensordict,
             out=out,
         )
+
+
+def keep_preset_next(preset: TensorDictBase, next_td: TensorDictBase) -> TensorDictBase:
+    """Copies into ``next_td`` the entries of ``preset`` that ``next_td`` lacks.
+
+    ``preset`` is what the input already held under ``"next"`` before the env
+    stepped (e.g. ``("next", "recurrent_state_h")`` written by an LSTM policy);
+    the env's own entries win where both have a key, as in TorchRL. Returns
+    ``next_td``. Env wrappers that run transforms on the step output (e.g.
+    ``TransformedEnv``) call it before the transforms, so they see the preset too.
+    """
+    if preset is next_td:
+        return next_td
+    written = set(next_td.keys(True, True))
+    for key, value in preset.items(True, True):
+        if key not in written:
+            next_td.set(key, value)
+    return next_td
 
 
 def _merge_partial(

@@ -14,6 +14,8 @@ numpy row write costs ~0.1 us. So this loop:
 
 With a policy, the policy still sees one TensorDict per step (it reads keys),
 but that root is built from numpy views and the env side stays in numpy.
+Entries the policy writes under ``"next"`` (e.g. a recurrent state) are kept in
+the output and carried to the next root, as ``step`` + ``step_mdp`` do.
 It returns ``None`` (generic loop) when the root holds entries it does not
 know (e.g. state entries of a policy).
 """
@@ -55,6 +57,7 @@ def fast_rollout(
     action_keys = [_as_tuple(k) for k in w.action_keys]
     obs_keys = [key for key, *_ in w._readers]
     known = set(obs_keys) | set(done_keys) | set(action_keys)
+    rewards = {_as_tuple(k) for k in w.reward_keys}
     if not {_as_tuple(k) for k in root.keys(True, True)} <= known:
         return None
     if w.device.type != "cpu" and policy is not None:
@@ -87,6 +90,7 @@ def fast_rollout(
     else:
         action_store: list[list[torch.Tensor]] = [[] for _ in w._act_leaves]
         extra: dict[Any, list[torch.Tensor]] = {}
+        carried: list[tuple[tuple[str, ...], list[torch.Tensor]]] = []
 
     n = T
     single = len(fns) == 1
@@ -103,12 +107,19 @@ def fast_rollout(
                 for (key, _, _, offset), rb in zip(readers, root_bufs, strict=True):
                     value = torch.from_numpy(rb[t, ...])
                     td.set(key, value - offset if offset else value)
+                for root_key, store in carried:  # step_mdp: ("next", k) -> k
+                    td.set(root_key, store[-1])
             res = policy(td)
             if res is not None and res is not td:
                 td.update(res)
             if t == 0:
                 w._check_step_input(td)
                 extra = {k: [] for k in td.keys(True, True) if _as_tuple(k) not in known}
+                carried = [
+                    (_as_tuple(k)[1:], store)
+                    for k, store in extra.items()
+                    if _as_tuple(k)[0] == "next" and _as_tuple(k)[1:] not in known | rewards
+                ]
             for store, leaf in zip(action_store, w._act_leaves, strict=True):
                 store.append(td.get(leaf.key))
             for k, store in extra.items():
