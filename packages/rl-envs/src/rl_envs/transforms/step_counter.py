@@ -96,17 +96,17 @@ class StepCounter(Transform):
         nxt = trajectory.get("next")
         done = nxt.get("done")
         time_dim = trajectory.batch_dims - 1
+        steps = done.shape[time_dim]
         count = trajectory.get(self.step_count_key, None)
-        start = (
-            count.select(time_dim, 0)
-            if count is not None
-            else torch.zeros_like(done.select(time_dim, 0), dtype=torch.int64)
-        )
-        counts, current = [], start
-        for t in range(done.shape[time_dim]):
-            counts.append(current)
-            current = torch.where(done.select(time_dim, t), 0, current + 1)
-        root = torch.stack(counts, time_dim)
+        first = count.narrow(time_dim, 0, 1) if count is not None else 0
+        # a done at step t restarts the count at t + 1
+        restart = torch.zeros_like(done)
+        restart.narrow(time_dim, 1, steps - 1).copy_(done.narrow(time_dim, 0, steps - 1))
+        shape = [1] * done.ndim
+        shape[time_dim] = steps
+        t = torch.arange(steps, device=done.device).reshape(shape).expand_as(done)
+        last = torch.cummax(torch.where(restart, t, -1), dim=time_dim).values
+        root = torch.where(last >= 0, t - last, first + t)
         trajectory.set(self.step_count_key, root)
         nxt.set(self.step_count_key, root + 1)
         return trajectory
