@@ -64,14 +64,14 @@ def test_targets_are_buffers_and_updaters_work():
             p.add_(1.0)
     before = target.clone()
     SoftUpdate(loss, tau=0.25).step()
-    for k in before:
+    for k in before.keys():  # noqa: SIM118 (a TensorDict iterates over its batch)
         torch.testing.assert_close(target[k], 0.75 * before[k] + 0.25 * online[k].data)
     hard = HardUpdate(loss, value_network_update_interval=2)
     hard.step()
     first = next(iter(target.keys()))
     assert not torch.equal(target[first], online[first].data)
     hard.step()
-    for k in target:
+    for k in target.keys():  # noqa: SIM118
         torch.testing.assert_close(target[k], online[k].data)
     with pytest.raises(ValueError, match="no target parameters"):
         SoftUpdate(DQNLoss(make_action_value(), action_space="categorical", delay_value=False))

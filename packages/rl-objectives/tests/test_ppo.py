@@ -63,7 +63,7 @@ def test_clip_ppo_matches_plain_torch(clip_value):
         vl = torch.maximum(vl, (td["value_target"] - vc) ** 2)
     torch.testing.assert_close(out["loss_critic"], 0.5 * vl.mean())
     torch.testing.assert_close(out["kl_approx"], (-lw).mean().detach())
-    assert "advantage" not in td or torch.equal(td["advantage"], batch()["advantage"])
+    assert "advantage" not in td.keys() or torch.equal(td["advantage"], batch()["advantage"])  # noqa: SIM118
 
 
 def test_ppo_and_klpen_match_plain_torch():
@@ -73,7 +73,7 @@ def test_ppo_and_klpen_match_plain_torch():
     dist, lw, adv, _v = _ref(actor, critic, td)
     nadv = (adv - adv.mean()) / adv.std()
     torch.testing.assert_close(out["loss_objective"], -(lw.exp() * nadv).mean())
-    assert "loss_entropy" not in out
+    assert "loss_entropy" not in out.keys()  # noqa: SIM118
     kl_loss = KLPENPPOLoss(actor, critic, beta=2.0, dtarg=1e-6)
     out = kl_loss(td)
     kl = D.kl_divergence(D.Categorical(logits=td["logits"]), dist)
@@ -86,7 +86,7 @@ def test_ppo_computes_gae_when_advantage_missing_and_critic_only_gets_critic_gra
     loss = ClipPPOLoss(actor, critic)
     td = batch().exclude("advantage", "value_target")
     out = loss(td)
-    assert "advantage" not in td  # the caller's data is not modified
+    assert "advantage" not in td.keys()  # noqa: SIM118 (the caller's data is not modified)
     out["loss_objective"].backward(retain_graph=True)
     assert all(p.grad is None for p in critic.parameters())
     loss.zero_grad(set_to_none=True)
