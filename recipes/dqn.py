@@ -163,13 +163,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         init_random_frames=cfg.init_random_frames,
     )
 
-    frames, next_eval, next_ckpt, wall, eval_return = (
-        0,
-        cfg.eval_every,
-        cfg.checkpoint_every,
-        0.0,
-        float("nan"),
-    )
+    frames, wall, eval_return = 0, 0.0, float("nan")
+    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
     if cfg.resume:
         state = load_checkpoint(cfg.resume)
         loss_fn.load_state_dict(state["loss"])
@@ -178,13 +173,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         updater.counter = state["updater_counter"]
         load_buffer_state_dict(buffer, state["buffer"])
         collector.load_state_dict(state["collector"])
-        frames, next_eval, next_ckpt, wall = (
-            state["frames"],
-            state["next_eval"],
-            state["next_ckpt"],
-            state["wall"],
-        )
-        eval_return = state["eval_return"]
+        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
+        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
         env.set_seed(cfg.seed + frames)  # the uninterrupted run re-seeds here too
         collector.reset()
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)

@@ -166,13 +166,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     )
     num_updates = int(cfg.frames_per_batch * cfg.utd_ratio)
 
-    frames, next_eval, next_ckpt, wall, eval_return = (
-        0,
-        cfg.eval_every,
-        cfg.checkpoint_every,
-        0.0,
-        float("nan"),
-    )
+    frames, wall, eval_return = 0, 0.0, float("nan")
+    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
     if cfg.resume:
         state = load_checkpoint(cfg.resume)
         loss_fn.load_state_dict(state["loss"])
@@ -180,13 +175,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             optim.load_state_dict(optim_state)
         load_buffer_state_dict(buffer, state["buffer"])
         collector.load_state_dict(state["collector"])
-        frames, next_eval, next_ckpt, wall = (
-            state["frames"],
-            state["next_eval"],
-            state["next_ckpt"],
-            state["wall"],
-        )
-        eval_return = state["eval_return"]
+        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
+        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
         env.set_seed(cfg.seed + frames)  # the uninterrupted run re-seeds here too
         collector.reset()
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
