@@ -7,6 +7,18 @@ from tensordict import TensorDict, TensorDictBase
 
 NestedKey = str | tuple[str, ...]
 
+# Reading leaves through the plain dict of an exact ``TensorDict`` costs ~0.1 us a key
+# against ~1.5 us for ``td.get(nested_key)``; other TensorDict types use the public API.
+_HAS_DICT = isinstance(getattr(TensorDict({}, []), "_tensordict", None), dict)
+
+
+def _children(td: TensorDictBase) -> dict | None:
+    return td._tensordict if _HAS_DICT and type(td) is TensorDict else None
+
+
+def _as_path(key: NestedKey) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
+
 
 def tensor_leaves(td: TensorDictBase) -> list[NestedKey]:
     """The nested keys of the tensor leaves of ``td``, in a stable (sorted) order."""
@@ -59,6 +71,38 @@ class StepBuffer:
         tensors = [self.data.get(key) for key in (*self.keys, *stepwise)]
         self._views = [[t.select(self.batch_dims, step) for t in tensors] for step in range(steps)]
         self.steps = steps
+        # Leaves grouped by parent, in the order of ``self.keys``.
+        self._groups: list[tuple[tuple[str, ...], list[str]]] = []
+        for key in self.keys:
+            path = _as_path(key)
+            if self._groups and self._groups[-1][0] == path[:-1]:
+                self._groups[-1][1].append(path[-1])
+            else:
+                self._groups.append((path[:-1], [path[-1]]))
+
+    def index(self, key: NestedKey) -> int:
+        """Position of ``key`` in the list :meth:`gather` returns."""
+        return self.keys.index(key)
+
+    def gather(self, transition: TensorDictBase) -> list[torch.Tensor | None]:
+        """The leaves of ``transition`` in the buffer's key order (``None`` where missing)."""
+        out: list[torch.Tensor | None] = []
+        for parent, names in self._groups:
+            node: TensorDictBase | None = transition
+            for part in parent:
+                children = _children(node)
+                node = children.get(part) if children is not None else node.get(part, None)
+                if node is None:
+                    break
+            if node is None:
+                out.extend([None] * len(names))
+                continue
+            children = _children(node)
+            if children is not None:
+                out.extend([children.get(name) for name in names])
+            else:
+                out.extend([node.get(name, None) for name in names])
+        return out
 
     def matches(self, transition: TensorDictBase) -> bool:
         """Whether ``transition`` has the same tensor leaves as the buffer (then it can be reused)."""
@@ -70,9 +114,8 @@ class StepBuffer:
             for key in self.keys
         )
 
-    def write(self, step: int, transition: TensorDictBase, extra: list[torch.Tensor]) -> None:
-        """Copy ``transition`` (and the ``stepwise`` extra leaves, in order) into step ``step``."""
-        sources = [transition.get(key, None) for key in self.keys]
+    def write(self, step: int, sources: list[torch.Tensor | None], extra: list[torch.Tensor]) -> None:
+        """Copy ``sources`` (from :meth:`gather`) and the ``stepwise`` extra leaves into step ``step``."""
         if any(source is None for source in sources):
             missing = [k for k, v in zip(self.keys, sources, strict=True) if v is None]
             raise KeyError(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import InteractionType
+from tensordict.nn import InteractionType, TensorDictModule
 from torch import nn
 
 
@@ -68,3 +68,50 @@ def policy_state_dict(policy: Any) -> dict[str, torch.Tensor] | None:
     if not isinstance(policy, nn.Module):
         return None
     return {k: v.detach().clone() for k, v in policy.state_dict().items()}
+
+
+def fast_policy_call(policy: Any) -> Callable[[TensorDictBase], TensorDictBase] | None:
+    """A lean call for a plain ``TensorDictModule``: read ``in_keys``, call the module, write ``out_keys``.
+
+    ``TensorDictModule.forward`` pays for dispatch decorators and output conversion on
+    every call (tensordict 0.14 even looks pandas up on the import path per output).
+    For the exact class with list ``in_keys``, in-place writing, no ``method`` and no
+    hooks, this does the same reads and writes directly. Anything else returns
+    ``None`` and the collector calls the policy itself. If the module returns anything
+    but tensors, the call falls back to the policy for good.
+    """
+    if type(policy) is not TensorDictModule:
+        return None
+    if (
+        policy.inplace is not True
+        or getattr(policy, "method", None) is not None
+        or getattr(policy, "method_kwargs", None)
+        or getattr(policy, "_kwargs", None) is not None
+        or getattr(policy, "_get_kwargs", None)
+        or policy._forward_hooks
+        or policy._forward_pre_hooks
+        or "_" in policy.out_keys
+    ):
+        return None
+    module, in_keys, out_keys = policy.module, list(policy.in_keys), list(policy.out_keys)
+    usable = [True]
+
+    def call(tensordict: TensorDictBase) -> TensorDictBase:
+        if not usable[0]:
+            return policy(tensordict)
+        out = module(*[tensordict.get(key) for key in in_keys])
+        if type(out) is torch.Tensor:
+            out = (out,)
+        elif not (isinstance(out, tuple) and all(isinstance(t, torch.Tensor) for t in out)):
+            usable[0] = False
+            return policy(tensordict)
+        if len(out) != len(out_keys):
+            raise RuntimeError(
+                f"the policy's module returned {len(out)} tensors for out_keys {out_keys}; "
+                "make them match."
+            )
+        for key, value in zip(out_keys, out, strict=True):
+            tensordict.set(key, value)
+        return tensordict
+
+    return call

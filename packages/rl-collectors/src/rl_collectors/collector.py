@@ -30,6 +30,7 @@ from rl_collectors._env_step import (
     partial_reset,
 )
 from rl_collectors._policy import (
+    fast_policy_call,
     load_weights_,
     policy_device_of,
     policy_state_dict,
@@ -165,6 +166,7 @@ class Collector:
         self._source_policy = policy
         self.policy, self.policy_device = self._place_policy(policy, policy_device or device)
         self.policy_version = 0
+        self._policy_call = fast_policy_call(self.policy) or self.policy
 
         self._reward_keys = tuple(getattr(self.env, "reward_keys", None) or ("reward",))
         self._use_env_smr = callable(getattr(self.env, "step_and_maybe_reset", None))
@@ -241,27 +243,25 @@ class Collector:
         if random or self.policy is None:
             return self._random_action(root)
         if self.policy_device != self.env_device:
-            out = self.policy(root.to(self.policy_device))
+            out = self._policy_call(root.to(self.policy_device))
             return out.to(self.env_device)
-        out = self.policy(root)
+        out = self._policy_call(root)
         return root if out is None else out
 
-    def _cut_long_trajectories(
-        self, transition: TensorDictBase, next_root: TensorDictBase, done: torch.Tensor
-    ) -> tuple[torch.Tensor, TensorDictBase]:
+    def _cut_long_trajectories(self, transition: TensorDictBase, next_root: TensorDictBase) -> TensorDictBase:
         """Truncate the sub-envs that reached ``max_frames_per_traj`` and reset them."""
+        done = transition.get(("next", DONE_KEY)).reshape(-1).cpu()
         self._step_count += 1
         self._step_count[done] = 0
         cut = self._step_count >= self.max_frames_per_traj
         if not cut.any():
-            return done, next_root
+            return next_root
         shaped = cut.reshape(*self.batch_size, 1).to(self.env_device)
         nxt = transition.get("next")
         nxt.set(TRUNCATED_KEY, nxt.get(TRUNCATED_KEY) | shaped)
         nxt.set(DONE_KEY, nxt.get(DONE_KEY) | shaped)
-        next_root = partial_reset(self.env, next_root, shaped)
         self._step_count[cut] = 0
-        return done | cut, next_root
+        return partial_reset(self.env, next_root, shaped)
 
     def _collect(self, num_steps: int, should_stop: Callable[[], bool] | None = None) -> int:
         """Fill the first ``num_steps`` steps of the buffer; returns the number of steps written."""
@@ -287,17 +287,19 @@ class Collector:
                 transition, next_root = env_step_and_maybe_reset(
                     self.env, root, self._reward_keys, self._use_env_smr
                 )
-                done = transition.get(("next", DONE_KEY)).reshape(-1)
-                if done.device.type != "cpu":
-                    done = done.cpu()
                 if self.max_frames_per_traj is not None:
-                    done, next_root = self._cut_long_trajectories(transition, next_root, done)
+                    next_root = self._cut_long_trajectories(transition, next_root)
                 t2 = time.perf_counter()
                 policy_s += t1 - t0
                 env_s += t2 - t1
                 if step == 0:
                     self._ensure_buffer(transition)
-                self._buffer.write(step, transition, [self._traj_ids.view(batch_shape)])
+                    done_index = self._buffer.index(("next", DONE_KEY))
+                sources = self._buffer.gather(transition)
+                self._buffer.write(step, sources, [self._traj_ids.view(batch_shape)])
+                done = sources[done_index].reshape(-1)
+                if done.device.type != "cpu":
+                    done = done.cpu()
                 if done.any():
                     self._new_traj_ids(done)
                 root = next_root
