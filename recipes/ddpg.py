@@ -1,0 +1,246 @@
+"""DDPG (Lillicrap et al., 2016, arXiv:1509.02971): a deterministic actor trained through one
+Q-critic, both with Polyak-averaged targets, and Gaussian exploration noise.
+
+Defaults follow CleanRL's MuJoCo settings (256x256 ReLU networks, Adam 3e-4, batch 256,
+tau 0.005, exploration noise 0.1, 25k random frames before learning).
+
+    uv run recipes/ddpg.py                       # HalfCheetah-v5, 1M frames
+    uv run recipes/ddpg.py --env Hopper-v5 --total-frames 300000
+    uv run recipes/ddpg.py --smoke               # a few seconds, end to end
+    uv run recipes/ddpg.py --resume runs/ddpg/checkpoint.pt
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import (
+    RunLogger,
+    Stopwatch,
+    buffer_state_dict,
+    evaluate,
+    load_buffer_state_dict,
+    load_checkpoint,
+    parse_config,
+    plot_learning_curve,
+    save_checkpoint,
+    seed_everything,
+    write_summary,
+)
+
+from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from rl_collectors import Collector
+from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, AdditiveGaussianModule, ProbabilisticActor, TanhDelta, ValueOperator
+from rl_objectives import DDPGLoss, SoftUpdate
+
+
+@dataclass
+class Config:
+    """DDPG on a Gymnasium task with continuous actions."""
+
+    env: str = "HalfCheetah-v5"
+    """Gymnasium id of the task (continuous actions)."""
+    seed: int = 0
+    """Seed of every RNG and of the envs."""
+    total_frames: int = 1_000_000
+    """Frames to collect in total."""
+    frames_per_batch: int = 1_000
+    """Frames collected between two rounds of gradient steps."""
+    init_random_frames: int = 25_000
+    """Frames of uniformly random actions before learning starts."""
+    utd_ratio: float = 1.0
+    """Gradient steps per collected frame."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    buffer_size: int = 1_000_000
+    """Replay buffer capacity (transitions)."""
+    lr: float = 3e-4
+    """Adam learning rate of the actor and the critic."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak step of the target actor and critic."""
+    exploration_noise: float = 0.1
+    """Std of the Gaussian noise added to the actions while collecting."""
+    hidden: int = 256
+    """Width of the two hidden layers of actor and critic."""
+    torch_threads: int = 1
+    """CPU threads for torch (small MLPs run fastest on one)."""
+    eval_every: int = 10_000
+    """Frames between deterministic evaluations."""
+    eval_episodes: int = 5
+    """Episodes per evaluation."""
+    target_return: float = float("inf")
+    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
+    checkpoint_every: int = 50_000
+    """Frames between checkpoints (the envs restart from a seeded reset there)."""
+    output_dir: str = "runs/ddpg"
+    """Folder for logs, checkpoints, the learning curve and the summary."""
+    resume: str = ""
+    """Checkpoint to continue from, exactly where it stopped."""
+    smoke: bool = False
+    """Run a tiny budget to check the recipe end to end."""
+
+    SMOKE: ClassVar[dict[str, object]] = {
+        "total_frames": 2_000,
+        "frames_per_batch": 500,
+        "init_random_frames": 1_000,
+        "utd_ratio": 0.05,
+        "buffer_size": 10_000,
+        "eval_every": 2_000,
+        "eval_episodes": 1,
+        "checkpoint_every": 1_000,
+    }
+
+
+def make_env(cfg: Config) -> TransformedEnv:
+    return TransformedEnv(GymEnv(cfg.env), Compose(DoubleToFloat(), StepCounter(), RewardSum()))
+
+
+def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
+    action_spec = env.action_spec
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    act_dim = action_spec.shape[-1]
+    actor_net = MLP(obs_dim, act_dim, num_cells=[cfg.hidden] * 2, activation_class=nn.ReLU)
+    # a deterministic policy: tanh squashed into the action bounds read from the spec
+    actor = ProbabilisticActor(
+        TensorDictModule(actor_net, in_keys=["observation"], out_keys=["param"]),
+        in_keys=["param"],
+        spec=action_spec,
+        distribution_class=TanhDelta,
+    )
+    critic = ValueOperator(
+        MLP(obs_dim + act_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.ReLU),
+        in_keys=["observation", "action"],
+        out_keys=["state_action_value"],
+    )
+    return actor, critic
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    cfg = parse_config(Config, argv)
+    out = Path(cfg.output_dir)
+    torch.set_num_threads(cfg.torch_threads)
+    seed_everything(cfg.seed)
+    env = make_env(cfg)
+    env.set_seed(cfg.seed)
+    eval_env = make_env(cfg)
+    actor, critic = make_agent(cfg, env)
+    exploration = AdditiveGaussianModule(
+        env.action_spec, sigma_init=1.0, sigma_end=1.0, mean=0.0, std=cfg.exploration_noise
+    )
+    policy = TensorDictSequential(actor, exploration)
+    loss_fn = DDPGLoss(actor, critic, loss_function="l2", delay_actor=True, delay_value=True)
+    loss_fn.make_value_estimator(gamma=cfg.gamma)
+    updater = SoftUpdate(loss_fn, tau=cfg.tau)
+    optim_actor = torch.optim.Adam(loss_fn.actor_network_params.flatten_keys().values(), lr=cfg.lr)
+    optim_critic = torch.optim.Adam(loss_fn.value_network_params.flatten_keys().values(), lr=cfg.lr)
+    optims = (optim_actor, optim_critic)
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(cfg.buffer_size), batch_size=cfg.batch_size
+    )
+    collector = Collector(
+        env,
+        policy,
+        frames_per_batch=cfg.frames_per_batch,
+        total_frames=cfg.total_frames,
+        init_random_frames=cfg.init_random_frames,
+    )
+    num_updates = int(cfg.frames_per_batch * cfg.utd_ratio)
+
+    frames, wall, eval_return = 0, 0.0, float("nan")
+    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
+    if cfg.resume:
+        state = load_checkpoint(cfg.resume)
+        loss_fn.load_state_dict(state["loss"])
+        for optim, optim_state in zip(optims, state["optims"], strict=True):
+            optim.load_state_dict(optim_state)
+        load_buffer_state_dict(buffer, state["buffer"])
+        collector.load_state_dict(state["collector"])
+        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
+        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+        env.set_seed(cfg.seed + frames)  # the uninterrupted run re-seeds here too
+        collector.reset()
+    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    clock = Stopwatch(wall)
+
+    for batch in collector:
+        frames += batch.numel()
+        # what the loss reads; random-action batches carry no "param", later ones do
+        buffer.extend(batch.reshape(-1).select("observation", "action", "next"))
+        finished = batch["next", "done"]
+        if finished.any():
+            logger.log(
+                frames, **{"train/return": batch["next", "episode_reward"][finished].mean().item()}
+            )
+        if frames >= cfg.init_random_frames:
+            for _ in range(num_updates):
+                losses = loss_fn(buffer.sample())
+                # the actor loss sees the critic's parameters detached: one backward serves both
+                total = losses["loss_actor"] + losses["loss_value"]
+                optim_actor.zero_grad()
+                optim_critic.zero_grad()
+                total.backward()
+                optim_critic.step()
+                optim_actor.step()
+                updater.step()
+            logger.log(
+                frames,
+                loss_actor=losses["loss_actor"].item(),
+                loss_value=losses["loss_value"].item(),
+            )
+        if frames >= next_eval:
+            next_eval += cfg.eval_every
+            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+            logger.log(frames, **{"eval/return": eval_return})
+        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+        if frames >= next_ckpt or stop:
+            while next_ckpt <= frames:
+                next_ckpt += cfg.checkpoint_every
+            save_checkpoint(
+                out / "checkpoint.pt",
+                {
+                    "config": asdict(cfg),
+                    "loss": loss_fn.state_dict(),
+                    "optims": [optim.state_dict() for optim in optims],
+                    "buffer": buffer_state_dict(buffer),
+                    "collector": collector.state_dict(),
+                    "frames": frames,
+                    "next_eval": next_eval,
+                    "next_ckpt": next_ckpt,
+                    "wall": clock.elapsed(),
+                    "eval_return": eval_return,
+                },
+            )
+            # Episodes restart from a seeded reset at each checkpoint, so that a run resumed
+            # from it sees the very same episodes (a simulator's state cannot be saved in general).
+            env.set_seed(cfg.seed + frames)
+            collector.reset()
+        logger.advance(batch.numel())
+        if stop:
+            break
+    collector.shutdown()
+    logger.close()
+    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"DDPG {cfg.env}")
+    summary = {
+        "algo": "ddpg",
+        "env": cfg.env,
+        "frames": frames,
+        "wall_clock_s": round(clock.elapsed(), 1),
+        "final_eval_return": eval_return,
+    }
+    print(write_summary(out, **summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
