@@ -19,6 +19,11 @@ from objectives_testlib import (
 from rl_objectives import ClipPPOLoss, DQNLoss, SACLoss
 from rl_objectives.value import functional as F
 
+# tensordict 0.14 reads a torch config flag that torch 2.15 deprecates; harmless, not ours
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:torch._dynamo.config.inline_inbuilt_nn_modules is deprecated:FutureWarning"
+)
+
 
 @pytest.fixture(autouse=True)
 def _reset_dynamo():
