@@ -49,7 +49,12 @@ def make_mlp(env_name: str) -> nn.Module:
     env.close()
     torch.manual_seed(0)
     net = nn.Sequential(
-        nn.Linear(obs_dim, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, act_dim), nn.Tanh()
+        nn.Linear(obs_dim, 64),
+        nn.Tanh(),
+        nn.Linear(64, 64),
+        nn.Tanh(),
+        nn.Linear(64, act_dim),
+        nn.Tanh(),
     )
     return nn.Sequential(net.to(dtype), _ToFloat())
 
@@ -65,7 +70,9 @@ def raw_loop(env_name: str, frames: int) -> float:
 
     def batch() -> dict[str, torch.Tensor]:
         nonlocal obs
-        rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("obs", "act", "rew", "next", "term", "trunc")}
+        rows: dict[str, list[torch.Tensor]] = {
+            k: [] for k in ("obs", "act", "rew", "next", "term", "trunc")
+        }
         for _ in range(FRAMES_PER_BATCH):
             obs_t = torch.as_tensor(obs)
             with torch.no_grad():
@@ -155,7 +162,9 @@ def time_collector(make: Callable[[int], Any], frames: int) -> float:
 
 def ours(env_name: str, adapter: bool) -> Callable[[int], Any]:
     env_fn = (lambda: MinimalGymEnv(env_name)) if adapter else (lambda: _rl_envs_gym(env_name))
-    return lambda total: Collector(env_fn(), td_policy(env_name), frames_per_batch=FRAMES_PER_BATCH, total_frames=total)
+    return lambda total: Collector(
+        env_fn(), td_policy(env_name), frames_per_batch=FRAMES_PER_BATCH, total_frames=total
+    )
 
 
 def torchrl_single(env_name: str) -> Callable[[int], Any]:
@@ -163,7 +172,10 @@ def torchrl_single(env_name: str) -> Callable[[int], Any]:
     from torchrl.envs import GymEnv as TorchRLGymEnv
 
     return lambda total: TorchRLCollector(
-        TorchRLGymEnv(env_name), td_policy(env_name), frames_per_batch=FRAMES_PER_BATCH, total_frames=total
+        TorchRLGymEnv(env_name),
+        td_policy(env_name),
+        frames_per_batch=FRAMES_PER_BATCH,
+        total_frames=total,
     )
 
 
@@ -183,7 +195,10 @@ class EnvFactory:
 
 def ours_multi(env_name: str) -> Callable[[int], Any]:
     return lambda total: MultiSyncCollector(
-        [EnvFactory(env_name)] * 2, td_policy(env_name), frames_per_batch=FRAMES_PER_BATCH, total_frames=total
+        [EnvFactory(env_name)] * 2,
+        td_policy(env_name),
+        frames_per_batch=FRAMES_PER_BATCH,
+        total_frames=total,
     )
 
 
@@ -200,14 +215,20 @@ def torchrl_multi(env_name: str) -> Callable[[int], Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--frames", type=int, default=5000, help="timed frames per contender (after warm-up)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--frames", type=int, default=5000, help="timed frames per contender (after warm-up)"
+    )
     parser.add_argument("--envs", nargs="*", default=ENVS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     import tensordict
 
-    print(f"torch {torch.__version__}, tensordict {tensordict.__version__}, gymnasium {gym.__version__}")
+    print(
+        f"torch {torch.__version__}, tensordict {tensordict.__version__}, gymnasium {gym.__version__}"
+    )
     try:
         import torchrl
 
@@ -220,19 +241,29 @@ def main() -> None:
     print("-" * len(header))
     for env_name in args.envs:
         rows: dict[str, float] = {"raw loop (gymnasium + torch)": raw_loop(env_name, args.frames)}
-        rows["ours Collector (rl_envs.GymEnv)"] = time_collector(ours(env_name, adapter=False), args.frames)
-        rows["ours Collector (minimal adapter)"] = time_collector(ours(env_name, adapter=True), args.frames)
+        rows["ours Collector (rl_envs.GymEnv)"] = time_collector(
+            ours(env_name, adapter=False), args.frames
+        )
+        rows["ours Collector (minimal adapter)"] = time_collector(
+            ours(env_name, adapter=True), args.frames
+        )
         if torchrl is not None:
             rows["torchrl Collector"] = time_collector(torchrl_single(env_name), args.frames)
         rows["ours MultiSync, 2 workers"] = time_collector(ours_multi(env_name), args.frames)
         if torchrl is not None:
-            rows["torchrl MultiSync, 2 workers"] = time_collector(torchrl_multi(env_name), args.frames)
+            rows["torchrl MultiSync, 2 workers"] = time_collector(
+                torchrl_multi(env_name), args.frames
+            )
         raw = rows["raw loop (gymnasium + torch)"]
         for name, fps in rows.items():
-            reference = rows.get("torchrl MultiSync, 2 workers" if "MultiSync" in name else "torchrl Collector")
+            reference = rows.get(
+                "torchrl MultiSync, 2 workers" if "MultiSync" in name else "torchrl Collector"
+            )
             ratio = f"{fps / reference:>11.2f}x" if reference else f"{'-':>12}"
             print(f"{env_name:<16}{name:<34}{fps:>10.0f}{ratio}{raw / fps:>8.2f}x")
-    print("vs raw = raw frames/s divided by the contender's (1.00x = as fast as the hand-written loop).")
+    print(
+        "vs raw = raw frames/s divided by the contender's (1.00x = as fast as the hand-written loop)."
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,12 @@ def test_matches_reference_loop(env_class: type, batch_size: tuple[int, ...]) ->
     numel = torch.Size(batch_size).numel()
     steps = 12
     policy = ScalePolicy(init=1.0)
-    collector = Collector(env_class(batch_size), policy, frames_per_batch=steps * numel, total_frames=2 * steps * numel)
+    collector = Collector(
+        env_class(batch_size),
+        policy,
+        frames_per_batch=steps * numel,
+        total_frames=2 * steps * numel,
+    )
     batches = list(collector)
     reference = reference_rollout(ToyEnv(batch_size), policy, 2 * steps)
     assert [b.shape for b in batches] == [torch.Size([*batch_size, steps])] * 2
@@ -51,7 +56,9 @@ def test_matches_reference_loop(env_class: type, batch_size: tuple[int, ...]) ->
 @pytest.mark.parametrize("batch_size", BATCHES)
 def test_traj_ids_unique_and_continuous_across_batches(batch_size: tuple[int, ...]) -> None:
     numel = torch.Size(batch_size).numel()
-    collector = Collector(ToyEnv(batch_size), None, frames_per_batch=5 * numel, total_frames=40 * numel)
+    collector = Collector(
+        ToyEnv(batch_size), None, frames_per_batch=5 * numel, total_frames=40 * numel
+    )
     got = torch.cat(list(collector), -1)
     ids = got["collector", "traj_ids"].reshape(-1, got.shape[-1])
     key = _expected_traj_ids(got).reshape(-1, got.shape[-1])
@@ -103,7 +110,9 @@ def test_reset_at_each_iter_starts_every_batch_fresh() -> None:
 
 
 def test_reset_restarts_every_sub_env_at_the_next_step() -> None:
-    collector = Collector(ToyEnv((2,), min_len=50, span=1), None, frames_per_batch=6, total_frames=18)
+    collector = Collector(
+        ToyEnv((2,), min_len=50, span=1), None, frames_per_batch=6, total_frames=18
+    )
     batches = iter(collector)
     assert next(batches)["observation"][..., 0].tolist() == [[0, 1, 2], [0, 1, 2]]
     collector.reset()
@@ -114,7 +123,9 @@ def test_reset_restarts_every_sub_env_at_the_next_step() -> None:
 
 
 def test_split_trajs_pads_and_masks() -> None:
-    collector = Collector(ToyEnv((2,)), None, frames_per_batch=20, total_frames=20, split_trajs=True)
+    collector = Collector(
+        ToyEnv((2,)), None, frames_per_batch=20, total_frames=20, split_trajs=True
+    )
     out = collector.next()
     mask = out["collector", "mask"]
     assert mask.dtype == torch.bool and mask.shape == out.shape
@@ -135,7 +146,9 @@ def test_flatten_postproc_and_return_same_td() -> None:
         seen.append(td.shape)
         return td.set("extra", torch.ones(td.shape))
 
-    collector = Collector(ToyEnv((2,)), None, frames_per_batch=8, total_frames=16, flatten=True, postproc=postproc)
+    collector = Collector(
+        ToyEnv((2,)), None, frames_per_batch=8, total_frames=16, flatten=True, postproc=postproc
+    )
     batches = list(collector)
     assert seen == [torch.Size([8])] * 2 and all(b["extra"].shape == (8,) for b in batches)
     same = Collector(ToyEnv(()), None, frames_per_batch=4, total_frames=8, return_same_td=True)
@@ -155,7 +168,9 @@ def test_replay_buffer_receives_batches() -> None:
             self.items.append(td)
 
     buffer = ListBuffer()
-    collector = Collector(ToyEnv(()), None, frames_per_batch=5, total_frames=15, replay_buffer=buffer)
+    collector = Collector(
+        ToyEnv(()), None, frames_per_batch=5, total_frames=15, replay_buffer=buffer
+    )
     assert list(collector) == [None, None, None]
     assert [b.shape for b in buffer.items] == [torch.Size([5])] * 3
 
@@ -171,16 +186,22 @@ def test_exploration_type(exploration_type: InteractionType | str, deterministic
 
     policy = ProbabilisticTensorDictSequential(
         TensorDictModule(LocScale(), ["observation"], ["loc", "scale"]),
-        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=torch.distributions.Normal),
+        ProbabilisticTensorDictModule(
+            ["loc", "scale"], ["action"], distribution_class=torch.distributions.Normal
+        ),
     )
-    collector = Collector(ToyEnv(()), policy, frames_per_batch=10, total_frames=10, exploration_type=exploration_type)
+    collector = Collector(
+        ToyEnv(()), policy, frames_per_batch=10, total_frames=10, exploration_type=exploration_type
+    )
     batch = collector.next()
     assert torch.equal(batch["action"], batch["loc"]) == deterministic
 
 
 def test_update_policy_weights_and_version() -> None:
     trainer_policy = ScalePolicy(init=0.0)
-    collector = Collector(ToyEnv(()), trainer_policy, frames_per_batch=6, total_frames=18, track_policy_version=True)
+    collector = Collector(
+        ToyEnv(()), trainer_policy, frames_per_batch=6, total_frames=18, track_policy_version=True
+    )
     first = collector.next()
     with torch.no_grad():
         trainer_policy.weight.fill_(5.0)
@@ -212,7 +233,9 @@ def test_state_dict_resume_keeps_frames_and_ids() -> None:
 
 def test_timings_context_manager_and_alias() -> None:
     env = ToyEnv(())
-    with SyncDataCollector(env, None, frames_per_batch=4, total_frames=4, progress_bar=True) as collector:
+    with SyncDataCollector(
+        env, None, frames_per_batch=4, total_frames=4, progress_bar=True
+    ) as collector:
         collector.next()
         timings = collector.last_timings
         assert timings.frames == 4 and timings.total_s >= timings.env_s + timings.policy_s > 0

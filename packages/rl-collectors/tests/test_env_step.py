@@ -36,6 +36,10 @@ def test_fallback_resets_done_sub_envs() -> None:
     root = env.reset()
     steps = []
     for _ in range(4):
-        transition, root = env_step_and_maybe_reset(env, root.set("action", torch.zeros(2, 1)), ("reward",), False)
-        steps.append((transition["next", "done"].squeeze(-1).tolist(), root["observation"][:, 0].tolist()))
+        transition, root = env_step_and_maybe_reset(
+            env, root.set("action", torch.zeros(2, 1)), ("reward",), False
+        )
+        steps.append(
+            (transition["next", "done"].squeeze(-1).tolist(), root["observation"][:, 0].tolist())
+        )
     assert steps == [([False, False], [1, 1]), ([True, True], [0, 0])] * 2

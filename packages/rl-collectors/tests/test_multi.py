@@ -10,8 +10,8 @@ import torch
 from rl_collectors_toy_env import ScalePolicy, make_toy_env
 
 from rl_collectors import (
-    MultiaSyncDataCollector,
     MultiAsyncCollector,
+    MultiaSyncDataCollector,
     MultiSyncCollector,
     MultiSyncDataCollector,
     WorkerError,
@@ -20,18 +20,24 @@ from rl_collectors import (
 TOY_2 = functools.partial(make_toy_env, batch_size=(2,))
 
 
-def _ids_match_episodes(batches: list[torch.Tensor], ids: list[torch.Tensor], workers: list[torch.Tensor]) -> None:
+def _ids_match_episodes(
+    batches: list[torch.Tensor], ids: list[torch.Tensor], workers: list[torch.Tensor]
+) -> None:
     """Same id <=> same (worker, sub-env, episode); checked over all batches together."""
     pairs = set()
     for obs, traj, worker in zip(batches, ids, workers, strict=True):
         key = worker * 10**6 + obs[..., 1] * 1000 + obs[..., 2]
-        pairs |= {(int(i), float(k)) for i, k in zip(traj.flatten(), key.flatten(), strict=True) if i >= 0}
+        pairs |= {
+            (int(i), float(k)) for i, k in zip(traj.flatten(), key.flatten(), strict=True) if i >= 0
+        }
     assert len({i for i, _ in pairs}) == len(pairs) == len({k for _, k in pairs})
 
 
 def test_sync_shapes_frames_ids_and_weight_sync() -> None:
     policy = ScalePolicy(0.0)
-    with MultiSyncCollector(TOY_2, policy, num_workers=2, frames_per_batch=40, total_frames=120) as collector:
+    with MultiSyncCollector(
+        TOY_2, policy, num_workers=2, frames_per_batch=40, total_frames=120
+    ) as collector:
         batches = []
         for batch in collector:
             batches.append(batch)
@@ -64,7 +70,9 @@ def test_sync_split_flatten_and_buffer() -> None:
     assert list(collector) == [None, None]
     assert [b.shape for b in buffer.items] == [torch.Size([8])] * 2
     collector.shutdown()
-    split = MultiSyncCollector(TOY_2, None, num_workers=2, frames_per_batch=40, total_frames=40, split_trajs=True)
+    split = MultiSyncCollector(
+        TOY_2, None, num_workers=2, frames_per_batch=40, total_frames=40, split_trajs=True
+    )
     out = split.next()
     split.shutdown()
     assert int(out["collector", "mask"].sum()) == 40
@@ -72,7 +80,9 @@ def test_sync_split_flatten_and_buffer() -> None:
 
 def test_async_frames_versions_and_outputs() -> None:
     policy = ScalePolicy(0.0)
-    collector = MultiAsyncCollector(TOY_2, policy, num_workers=2, frames_per_batch=20, total_frames=210)
+    collector = MultiAsyncCollector(
+        TOY_2, policy, num_workers=2, frames_per_batch=20, total_frames=210
+    )
     batches = []
     for index, batch in enumerate(collector):
         batches.append(batch)
@@ -129,11 +139,15 @@ def test_crashing_worker_raises_without_orphans(env_kwargs: dict, match: str) ->
 
 
 def test_state_dict_resume() -> None:
-    collector = MultiSyncCollector(TOY_2, ScalePolicy(1.0), num_workers=2, frames_per_batch=8, total_frames=40)
+    collector = MultiSyncCollector(
+        TOY_2, ScalePolicy(1.0), num_workers=2, frames_per_batch=8, total_frames=40
+    )
     seen = [collector.next(), collector.next()]
     state = collector.state_dict()
     collector.shutdown()
-    resumed = MultiSyncCollector(TOY_2, ScalePolicy(0.0), num_workers=2, frames_per_batch=8, total_frames=40)
+    resumed = MultiSyncCollector(
+        TOY_2, ScalePolicy(0.0), num_workers=2, frames_per_batch=8, total_frames=40
+    )
     resumed.load_state_dict(state)
     rest = list(resumed)
     resumed.shutdown()

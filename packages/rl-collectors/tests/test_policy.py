@@ -39,7 +39,12 @@ def test_fast_call_matches_forward(policy: TensorDictModule) -> None:
 
 def test_fast_call_declines_what_it_cannot_mirror() -> None:
     assert fast_policy_call(ScalePolicy()) is None
-    assert fast_policy_call(TensorDictModule(nn.Linear(3, 1), ["observation"], ["action"], inplace=False)) is None
+    assert (
+        fast_policy_call(
+            TensorDictModule(nn.Linear(3, 1), ["observation"], ["action"], inplace=False)
+        )
+        is None
+    )
     hooked = TensorDictModule(nn.Linear(3, 1), ["observation"], ["action"])
     hooked.register_forward_hook(lambda *args: None)
     assert fast_policy_call(hooked) is None
@@ -69,7 +74,7 @@ def test_load_weights_and_exploration_names() -> None:
     target = ScalePolicy(0.0)
     load_weights_(target, ScalePolicy(2.0))
     assert target.weight.item() == 2.0
-    with pytest.raises(TypeError, match="nn.Module"):
+    with pytest.raises(TypeError, match=r"nn\.Module"):
         load_weights_(lambda td: td, ScalePolicy())
     with pytest.raises(TypeError, match="state_dict"):
         load_weights_(target, 3.0)

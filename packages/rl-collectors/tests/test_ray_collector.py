@@ -50,7 +50,9 @@ def test_sync_and_async_with_weight_sync(local_ray: None) -> None:
 
     state = collector.state_dict()
     collector.shutdown()
-    resumed = RayCollector(TOY_2, policy, num_collectors=2, frames_per_batch=20, total_frames=150, sync=False)
+    resumed = RayCollector(
+        TOY_2, policy, num_collectors=2, frames_per_batch=20, total_frames=150, sync=False
+    )
     resumed.load_state_dict(state)
     rest = list(resumed)
     assert sum(b.numel() for b in rest) == 30 and resumed.frames == 150

@@ -12,7 +12,9 @@ from rl_collectors import split_trajectories
 def _reference(ids: torch.Tensor, values: torch.Tensor) -> list[list[float]]:
     """Cut every row where the id changes, drop id -1: list of trajectories (value lists)."""
     out = []
-    for row_ids, row_values in zip(ids.reshape(-1, ids.shape[-1]), values.reshape(-1, ids.shape[-1]), strict=True):
+    for row_ids, row_values in zip(
+        ids.reshape(-1, ids.shape[-1]), values.reshape(-1, ids.shape[-1]), strict=True
+    ):
         current: list[float] = []
         previous = None
         for i, v in zip(row_ids.tolist(), row_values.tolist(), strict=True):

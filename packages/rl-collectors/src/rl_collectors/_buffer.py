@@ -114,7 +114,9 @@ class StepBuffer:
             for key in self.keys
         )
 
-    def write(self, step: int, sources: list[torch.Tensor | None], extra: list[torch.Tensor]) -> None:
+    def write(
+        self, step: int, sources: list[torch.Tensor | None], extra: list[torch.Tensor]
+    ) -> None:
         """Copy ``sources`` (from :meth:`gather`) and the ``stepwise`` extra leaves into step ``step``."""
         if any(source is None for source in sources):
             missing = [k for k, v in zip(self.keys, sources, strict=True) if v is None]

@@ -248,7 +248,9 @@ class Collector:
         out = self._policy_call(root)
         return root if out is None else out
 
-    def _cut_long_trajectories(self, transition: TensorDictBase, next_root: TensorDictBase) -> TensorDictBase:
+    def _cut_long_trajectories(
+        self, transition: TensorDictBase, next_root: TensorDictBase
+    ) -> TensorDictBase:
         """Truncate the sub-envs that reached ``max_frames_per_traj`` and reset them."""
         done = transition.get(("next", DONE_KEY)).reshape(-1).cpu()
         self._step_count += 1
