@@ -1,0 +1,232 @@
+"""A2C (Mnih et al., 2016, arXiv:1602.01783): synchronous advantage actor-critic, one gradient
+step per short batch of n-step rollouts from parallel envs.
+
+The default task is CartPole-v1 with the RL Baselines3 Zoo setting (8 envs x 5 steps,
+RMSprop 7e-4, no entropy bonus; return 500 within 500k frames): A2C is an on-policy method
+with one small update per 40 frames, which makes it cheap and fast on a classic-control task
+and slow to reach good returns on MuJoCo tasks (``--env InvertedPendulum-v5`` also works).
+
+    uv run recipes/a2c.py                        # CartPole-v1, 500k frames
+    uv run recipes/a2c.py --smoke                # a few seconds, end to end
+    uv run recipes/a2c.py --resume runs/a2c/checkpoint.pt
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import (
+    RunLogger,
+    Stopwatch,
+    evaluate,
+    load_checkpoint,
+    parse_config,
+    plot_learning_curve,
+    save_checkpoint,
+    seed_everything,
+    write_summary,
+)
+
+from rl_collectors import Collector
+from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from rl_objectives import GAE, A2CLoss
+
+
+@dataclass
+class Config:
+    """Advantage actor-critic on a Gymnasium task."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium id of the task (discrete or continuous actions)."""
+    seed: int = 0
+    """Seed of every RNG and of the envs."""
+    num_envs: int = 8
+    """Envs stepped together (one Gymnasium vector env)."""
+    total_frames: int = 500_000
+    """Frames to collect in total."""
+    frames_per_batch: int = 40
+    """Frames per gradient step (num_envs x rollout steps)."""
+    lr: float = 7e-4
+    """RMSprop learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 1.0
+    """GAE lambda (1.0: n-step returns bootstrapped from the critic)."""
+    entropy_coeff: float = 0.0
+    """Entropy bonus coefficient."""
+    critic_coeff: float = 0.5
+    """Weight of the critic loss."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping norm."""
+    hidden: int = 64
+    """Width of the two hidden layers of actor and critic."""
+    torch_threads: int = 1
+    """CPU threads for torch (small MLPs run fastest on one)."""
+    eval_every: int = 20_000
+    """Frames between deterministic evaluations."""
+    eval_episodes: int = 5
+    """Episodes per evaluation."""
+    target_return: float = float("inf")
+    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
+    checkpoint_every: int = 100_000
+    """Frames between checkpoints (the envs restart from a seeded reset there)."""
+    output_dir: str = "runs/a2c"
+    """Folder for logs, checkpoints, the learning curve and the summary."""
+    resume: str = ""
+    """Checkpoint to continue from, exactly where it stopped."""
+    smoke: bool = False
+    """Run a tiny budget to check the recipe end to end."""
+
+    SMOKE: ClassVar[dict[str, object]] = {
+        "total_frames": 2_000,
+        "eval_every": 1_000,
+        "eval_episodes": 1,
+        "checkpoint_every": 1_000,
+    }
+
+
+def make_env(cfg: Config, num_envs: int) -> TransformedEnv:
+    # integer actions (a Categorical spec), as the Categorical policy samples them
+    base = GymEnv(cfg.env, num_envs if num_envs > 1 else 0, categorical_action_encoding=True)
+    return TransformedEnv(base, Compose(DoubleToFloat(), StepCounter(), RewardSum()))
+
+
+def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
+    action_spec = env.action_spec_unbatched
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    discrete = action_spec.dtype in (torch.int64, torch.long, torch.bool)
+    n_out = action_spec.n if discrete else 2 * action_spec.shape[-1]
+    body = MLP(obs_dim, n_out, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
+    if discrete:
+        actor = ProbabilisticActor(
+            TensorDictModule(body, in_keys=["observation"], out_keys=["logits"]),
+            in_keys=["logits"],
+            spec=action_spec,
+            distribution_class=Categorical,
+            return_log_prob=True,
+        )
+    else:
+        actor = ProbabilisticActor(
+            TensorDictModule(
+                nn.Sequential(body, NormalParamExtractor()),
+                in_keys=["observation"],
+                out_keys=["loc", "scale"],
+            ),
+            in_keys=["loc", "scale"],
+            spec=action_spec,
+            distribution_class=TanhNormal,
+            return_log_prob=True,
+        )
+    critic = ValueOperator(
+        MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh),
+        in_keys=["observation"],
+    )
+    return actor, critic
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    cfg = parse_config(Config, argv)
+    out = Path(cfg.output_dir)
+    torch.set_num_threads(cfg.torch_threads)
+    seed_everything(cfg.seed)
+    env = make_env(cfg, cfg.num_envs)
+    env.set_seed(cfg.seed)
+    eval_env = make_env(cfg, 1)
+    actor, critic = make_agent(cfg, env)
+    advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic, average_gae=False)
+    loss_fn = A2CLoss(
+        actor,
+        critic,
+        entropy_coeff=cfg.entropy_coeff,
+        critic_coeff=cfg.critic_coeff,
+        loss_critic_type="l2",
+    )
+    optim = torch.optim.RMSprop(loss_fn.parameters(), lr=cfg.lr, alpha=0.99, eps=1e-5)
+    collector = Collector(
+        env, actor, frames_per_batch=cfg.frames_per_batch, total_frames=cfg.total_frames
+    )
+
+    frames, wall, eval_return = 0, 0.0, float("nan")
+    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
+    if cfg.resume:
+        state = load_checkpoint(cfg.resume)
+        loss_fn.load_state_dict(state["loss"])
+        optim.load_state_dict(state["optim"])
+        collector.load_state_dict(state["collector"])
+        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
+        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+        env.set_seed(cfg.seed + frames)  # the uninterrupted run re-seeds here too
+        collector.reset()
+    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    clock = Stopwatch(wall)
+
+    for batch in collector:
+        frames += batch.numel()
+        finished = batch["next", "done"]
+        if finished.any():
+            episode_return = batch["next", "episode_reward"][finished].mean().item()
+            logger.log(frames, **{"train/return": episode_return})
+        with torch.no_grad():
+            advantage(batch)
+        losses = loss_fn(batch.reshape(-1))
+        total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+        optim.zero_grad()
+        total.backward()
+        nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+        optim.step()
+        if frames >= next_eval:
+            next_eval += cfg.eval_every
+            logger.log(frames, loss=total.item())
+            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+            logger.log(frames, **{"eval/return": eval_return})
+        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+        if frames >= next_ckpt or stop:
+            while next_ckpt <= frames:
+                next_ckpt += cfg.checkpoint_every
+            save_checkpoint(
+                out / "checkpoint.pt",
+                {
+                    "config": asdict(cfg),
+                    "loss": loss_fn.state_dict(),
+                    "optim": optim.state_dict(),
+                    "collector": collector.state_dict(),
+                    "frames": frames,
+                    "next_eval": next_eval,
+                    "next_ckpt": next_ckpt,
+                    "wall": clock.elapsed(),
+                    "eval_return": eval_return,
+                },
+            )
+            # Episodes restart from a seeded reset at each checkpoint, so that a run resumed
+            # from it sees the very same episodes (a simulator's state cannot be saved in general).
+            env.set_seed(cfg.seed + frames)
+            collector.reset()
+        logger.advance(batch.numel())
+        if stop:
+            break
+    collector.shutdown()
+    logger.close()
+    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"A2C {cfg.env}")
+    summary = {
+        "algo": "a2c",
+        "env": cfg.env,
+        "frames": frames,
+        "wall_clock_s": round(clock.elapsed(), 1),
+        "final_eval_return": eval_return,
+    }
+    print(write_summary(out, **summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
