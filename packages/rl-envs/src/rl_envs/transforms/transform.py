@@ -305,7 +305,9 @@ class Transform(nn.Module):
         env, preceding = self._env_and_index()
         if env is None:
             return None
-        return TransformedEnv(env.base_env, Compose(*[t.clone() for t in preceding]))
+        return TransformedEnv(
+            env.base_env, Compose(*[t.clone() for t in preceding]), auto_unwrap=False
+        )
 
     def _invalidate_specs(self) -> None:
         """Tells the enclosing env that this transform's specs changed."""
