@@ -52,7 +52,7 @@ def test_min_tree_matches_plain_reference(size):
     assert tree.query(size // 2, size) == leaves[size // 2 :].min()
 
 
-@pytest.mark.parametrize("size", [1, 6, 1000, 1 << 16])
+@pytest.mark.parametrize("size", [1, 6, 1000, (1 << 14) + 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cpp_extension_is_bit_identical_to_fallback(size, dtype):
     if _extension.load("cpu") is not None:
@@ -98,6 +98,14 @@ def test_build_directory_is_torch_version_specific():
     assert torch.__version__.replace("+", "_") in str(path)
 
 
+def test_build_directory_is_specific_to_the_torch_installation(monkeypatch):
+    # two venvs with the same torch must not share a build (each would rebuild the other's)
+    here = _extension.build_directory("cpu")
+    monkeypatch.setattr(torch, "__file__", "/elsewhere/site-packages/torch/__init__.py")
+    elsewhere = _extension.build_directory("cpu")
+    assert here != elsewhere and here.name == elsewhere.name
+
+
 def test_out_of_range_index_raises():
     tree = SumSegmentTree(4, backend="torch")
     with pytest.raises(IndexError, match=r"expected \[0, 4\)"):
@@ -113,7 +121,8 @@ def test_cuda_source_compiles_with_nvcc(tmp_path):
         pytest.skip("nvcc is not installed")
     source = CSRC / "segment_tree_cuda.cu"
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
-    cache = _extension.build_directory("cpu").parent / f"nvcc-check-{digest}.o"
+    # the .cu needs no torch header: one check per source, whatever the torch install
+    cache = _extension.build_directory("cpu").parents[1] / f"nvcc-check-{digest}.o"
     if cache.exists():
         return
     out = tmp_path / "segment_tree_cuda.o"

@@ -6,8 +6,12 @@ as the user's torch differs from the build's, and would tie this pure-Python
 package to one torch and one CUDA version. Compiling on first use against the
 running torch (``torch.utils.cpp_extension.load`` with ninja) always matches;
 the result is cached under a directory named after the torch version, the
-Python version and a hash of the sources, so each (torch, source) pair is
-compiled once per machine and a different torch never loads a stale library.
+Python version, the torch installation and a hash of the sources, so each
+(torch, source) pair is compiled once per machine and a different torch never
+loads a stale library. The installation is part of the key because the
+compile command names torch's include directory: two virtual environments
+with the same torch sharing one directory would rebuild each other's library
+every time the other one ran (ninja sees a changed command).
 
 The extension only registers ``torch.ops.rl_buffers_segtree.*`` operators
 (no pybind11 module), which keeps the compile short. Every failure (no
@@ -48,16 +52,17 @@ def build_directory(kind: str) -> Path:
         kind: ``"cpu"`` or ``"cuda"``.
 
     Returns:
-        ``~/.cache/rl_buffers/torch-<version>-py<major><minor>/<kind>-<source hash>``.
+        ``~/.cache/rl_buffers/torch-<version>-py<major><minor>-<install hash>/<kind>-<source hash>``,
+        where the install hash names the directory torch is installed in.
 
     Examples:
         >>> build_directory("cpu").parent.name.startswith("torch-")
         True
     """
     names = CPU_SOURCES if kind == "cpu" else CPU_SOURCES + CUDA_SOURCES
-    tag = (
-        f"torch-{torch.__version__.replace('+', '_')}-py{sys.version_info[0]}{sys.version_info[1]}"
-    )
+    install = hashlib.sha256(str(Path(torch.__file__).resolve().parent).encode()).hexdigest()[:8]
+    version = torch.__version__.replace("+", "_")
+    tag = f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{install}"
     return Path.home() / ".cache" / "rl_buffers" / tag / f"{kind}-{_sources_hash(names)}"
 
 
