@@ -43,3 +43,21 @@ def test_pixels():
     assert r["next", "pixels"].shape == (2, 32, 48, 3)
     assert r["next", "pixels"].dtype == torch.uint8
     assert r["next", "pixels"].float().std() > 0
+
+
+@pytest.mark.parametrize(
+    ("domain", "task", "time_limit"),
+    [("cheetah", "run", 0.3), ("finger", "spin", 0.6)],  # 30 steps; finger-spin edits its model
+)
+def test_get_set_state_resume_is_bit_identical(domain, task, time_limit, assert_resume_is_exact):
+    def make():
+        return DMControlEnv(domain, task, task_kwargs={"time_limit": time_limit})
+
+    ref = assert_resume_is_exact(make, 25, 10)
+    assert ref["next", "truncated"].any()  # the continuation crosses an episode boundary
+
+
+def test_set_state_other_task_raises():
+    state = DMControlEnv("cheetah", "run").get_state()
+    with pytest.raises(ValueError, match="same domain"):
+        DMControlEnv("finger", "spin").set_state(state)

@@ -304,3 +304,13 @@ def test_rollout_carries_policy_next_entries(batch_size, break_when_any_done):
     steps = torch.arange(t, dtype=torch.float32).reshape(t, 1).expand(*batch_size, t, 1)
     assert torch.equal(r["next", "state"], steps + 1)
     assert torch.equal(r["state"], steps)
+
+
+def test_get_set_state_default_raises_naming_the_env():
+    env = CountEnv()
+    with pytest.raises(
+        NotImplementedError, match=r"CountEnv does not implement get_state.*PendulumEnv"
+    ):
+        env.get_state()
+    with pytest.raises(NotImplementedError, match="CountEnv does not implement set_state"):
+        env.set_state({})

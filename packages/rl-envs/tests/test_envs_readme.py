@@ -21,6 +21,6 @@ def _section_blocks() -> list[str]:
 def test_environments_section_examples_run():
     pytest.importorskip("gymnasium")
     blocks = _section_blocks()
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     for code in blocks:
         exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})

@@ -278,3 +278,40 @@ def test_policy_next_entries_are_kept_and_carried_by_both_loops():
     assert torch.equal(r["next", "state"], steps + 1)
     td, root = env.step_and_maybe_reset(policy(env.reset()))
     assert td["next", "state"].item() == 1.0 and root["state"].item() == 1.0
+
+
+@pytest.mark.parametrize("n_before", [7, 10])  # mid-episode; at the episode's last step
+@pytest.mark.parametrize("num_envs", [0, 2])
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "HalfCheetah-v5"])
+def test_get_set_state_resume_is_bit_identical(name, num_envs, n_before, assert_resume_is_exact):
+    ref = assert_resume_is_exact(
+        lambda: GymEnv(name, num_envs=num_envs, max_episode_steps=10), n_before, 25
+    )
+    assert ref["next", "done"].any()  # the continuation crosses episode boundaries
+
+
+def test_get_set_state_same_step_autoreset_holds_the_reset_obs(assert_resume_is_exact):
+    def make():
+        vec = gym.make_vec(
+            "CartPole-v1",
+            num_envs=3,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        )
+        return GymWrapper(vec)
+
+    ref = assert_resume_is_exact(make, 15, 60)
+    assert ref["next", "done"].any()
+
+
+def test_get_set_state_errors():
+    env = GymEnv("CartPole-v1")
+    env.reset()
+    with pytest.raises(ValueError, match="wrapper chain"):
+        GymWrapper(gym.make("CartPole-v1").unwrapped).set_state(env.get_state())
+    vec = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")])
+    try:
+        with pytest.raises(NotImplementedError, match="AsyncVectorEnv"):
+            GymWrapper(vec).get_state()
+    finally:
+        vec.close()

@@ -116,3 +116,17 @@ def test_cuda_matches_cpu():
         td = env.step(td.set("action", act.to(device)))
         outs.append(td["next", "observation"].cpu())
     torch.testing.assert_close(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("batch_size", [(), (3,)])
+def test_get_set_state_resume_is_bit_identical(batch_size, assert_resume_is_exact):
+    ref = assert_resume_is_exact(
+        lambda: PendulumEnv(batch_size=batch_size, max_episode_steps=10), 7, 25
+    )
+    assert ref["next", "done"].any()  # crosses episode boundaries (random resets)
+
+
+def test_set_state_batch_mismatch():
+    state = PendulumEnv(batch_size=[2]).get_state()
+    with pytest.raises(ValueError, match="batch_size"):
+        PendulumEnv(batch_size=[3]).set_state(state)

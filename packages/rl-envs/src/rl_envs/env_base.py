@@ -51,6 +51,20 @@ Public behaviour:
 * ``rand_action(td=None)``, ``rand_step(td=None)``, ``set_seed(seed, static_seed=False)``
   (returns the next seed to use), ``close()``.
 
+Exact state (bit-identical resumes from a checkpoint):
+
+* ``get_state() -> dict``: a picklable snapshot of everything the env's next
+  steps depend on (simulator state, episode counters, RNG states); save it with
+  ``torch.save`` (load with ``weights_only=False``: it holds numpy arrays).
+* ``set_state(state)``: restores it, typically into a FRESH instance built the same
+  way; the steps that follow are bit-identical to those that followed
+  ``get_state()``, given the same actions. The rollout root (``step_mdp`` of the
+  last transition) and the global torch RNG (random actions) are the caller's
+  to save.
+* The default raises ``NotImplementedError`` naming the env class. Implemented by
+  ``GymEnv``/``GymWrapper`` (single envs and ``SyncVectorEnv``; ``AsyncVectorEnv``
+  raises), ``PendulumEnv`` and ``DMControlEnv``/``DMControlWrapper``.
+
 Input checking (the documented choice for the hot path):
 
 * ``step()`` always checks, at the cost of attribute comparisons, that every
@@ -531,6 +545,34 @@ class EnvBase(torch.nn.Module):
     def close(self) -> None:
         """Releases the env's resources (nothing by default)."""
 
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        """The env's exact state, for bit-identical resumes (see the module docstring).
+
+        Returns:
+            A picklable dict (``torch.save`` it; load with ``weights_only=False``).
+
+        Raises:
+            NotImplementedError: the env does not implement it (the default).
+        """
+        raise NotImplementedError(self._no_state_message("get_state"))
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result; the next steps are bit-identical.
+
+        Raises:
+            NotImplementedError: the env does not implement it (the default).
+        """
+        raise NotImplementedError(self._no_state_message("set_state"))
+
+    def _no_state_message(self, method: str) -> str:
+        return (
+            f"{type(self).__name__} does not implement {method}(): its exact state cannot be "
+            f"saved or restored. Envs that support it: {', '.join(_STATEFUL_ENVS)}. A custom "
+            "env implements get_state() -> dict (picklable copies of everything its next "
+            "steps depend on, RNGs included) and set_state(state)."
+        )
+
     # ---------------------------------------------------------------- rollout
     def _fast_rollout(
         self,
@@ -596,6 +638,13 @@ class EnvBase(torch.nn.Module):
             tensordict=tensordict,
             out=out,
         )
+
+
+_STATEFUL_ENVS = (
+    "GymEnv/GymWrapper (single envs and gymnasium.vector.SyncVectorEnv; not AsyncVectorEnv)",
+    "PendulumEnv",
+    "DMControlEnv/DMControlWrapper",
+)
 
 
 def keep_preset_next(preset: TensorDictBase, next_td: TensorDictBase) -> TensorDictBase:

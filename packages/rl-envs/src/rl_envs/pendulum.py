@@ -148,6 +148,38 @@ class PendulumEnv(EnvBase):
             device=self.device,
         )
 
+    def get_state(self) -> dict[str, Any]:
+        """The exact state: angles, velocities, step counters and the RNG (picklable).
+
+        Example:
+            >>> env = PendulumEnv(batch_size=[2])
+            >>> _ = env.reset()
+            >>> state = env.get_state()
+            >>> fresh = PendulumEnv(batch_size=[2])
+            >>> fresh.set_state(state)  # steps like env from here
+        """
+        return {
+            "env_class": type(self).__name__,
+            "th": self._th.cpu().clone(),
+            "thdot": self._thdot.cpu().clone(),
+            "t": self._t.cpu().clone(),
+            "generator": self._generator.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result (the batch size must match)."""
+        if tuple(state["th"].shape) != tuple(self.batch_size):
+            raise ValueError(
+                f"PendulumEnv.set_state(): the state is for batch_size "
+                f"{tuple(state['th'].shape)}, this env has {tuple(self.batch_size)}. Build "
+                "the env with the batch_size of the env the state was taken from."
+            )
+        d = self.device
+        self._th = state["th"].to(device=d, dtype=torch.float64).clone()
+        self._thdot = state["thdot"].to(device=d, dtype=torch.float64).clone()
+        self._t = state["t"].to(device=d, dtype=torch.int64).clone()
+        self._generator.set_state(state["generator"])
+
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
             self._generator.seed()

@@ -21,6 +21,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs.env_base import EnvBase
+from rl_envs.libs import _state
 from rl_envs.specs import Bounded, Composite, Unbounded
 
 __all__ = ["DMControlEnv", "DMControlWrapper"]
@@ -32,6 +33,22 @@ _INSTALL = (
 
 def _torch_dtype(np_dtype: Any) -> torch.dtype:
     return torch.from_numpy(np.zeros((), dtype=np_dtype)).dtype
+
+
+_MODEL_SKIP = ("tex_", "mesh_", "skin_", "flex_")  # rendering / geometry data, never changed
+
+
+def _model_arrays(model: Any, copy: bool) -> dict[str, np.ndarray]:
+    """The model's numeric parameter arrays (tasks may change them per episode, e.g.
+    finger-spin's hinge damping), without textures and mesh data."""
+    out = {}
+    for name in dir(model):
+        if name.startswith("_") or name.startswith(_MODEL_SKIP):
+            continue
+        value = getattr(model, name)
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            out[name] = value.copy() if copy else value
+    return out
 
 
 class DMControlWrapper(EnvBase):
@@ -139,6 +156,75 @@ class DMControlWrapper(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self._env.task.random.seed(seed)
+
+    def get_state(self) -> dict[str, Any]:
+        """The exact state (picklable): the physics' integration state (qpos, qvel,
+        act, ctrl, warmstart, ...; restored with ``mj_setState`` then ``mj_step1``, as
+        dm-control's step leaves the data), the model's numeric parameters (tasks
+        change some per episode, e.g. reacher's target), the task's random state and
+        attributes, and the environment's step counters. The model's option structs
+        (``opt``: timestep, gravity, ...) are not captured. See :meth:`EnvBase.get_state`.
+
+        Example:
+            >>> env = DMControlEnv("cheetah", "run")
+            >>> _ = env.reset()
+            >>> fresh = DMControlEnv("cheetah", "run")
+            >>> fresh.set_state(env.get_state())  # steps like env from here
+        """
+        import mujoco
+
+        env = self._env
+        physics = env.physics
+        if getattr(physics, "legacy_step", True):
+            # dm-control's step ends with mj_step1: the data is a function of the
+            # integration state (qpos, qvel, act, ctrl, warmstart, ...), ~100 floats.
+            model, data = physics.model.ptr, physics.data.ptr
+            spec = mujoco.mjtState.mjSTATE_INTEGRATION
+            flat = np.empty(mujoco.mj_stateSize(model, spec), dtype=np.float64)
+            mujoco.mj_getState(model, data, flat, spec)
+            physics_state: Any = flat
+        else:
+            physics_state = _state.capture(physics.data.ptr)  # the whole MjData
+        return {
+            "env_class": type(self).__name__,
+            "environment": _state.capture_object(env),
+            "task": _state.capture_object(env.task),
+            "physics": physics_state,
+            "model": _model_arrays(physics.model.ptr, copy=True),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result (into an env of the same task)."""
+        import mujoco
+
+        env = self._env
+        physics = env.physics
+        model, data = physics.model.ptr, physics.data.ptr
+        saved = state["physics"]
+        if isinstance(saved, np.ndarray):
+            size = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION)
+            if saved.shape != (size,):
+                raise ValueError(
+                    f"DMControlWrapper.set_state(): the state's physics has {saved.shape[0]} "
+                    f"integration values, this env's has {size}. Restore into an env of the "
+                    "same domain and task."
+                )
+        elif saved.qpos.shape != data.qpos.shape:
+            raise ValueError(
+                f"DMControlWrapper.set_state(): the state's physics has nq={saved.qpos.shape[0]}, "
+                f"this env's has nq={data.qpos.shape[0]}. Restore into an env of the same "
+                "domain and task."
+            )
+        _state.restore_object(env, state["environment"])
+        _state.restore_object(env.task, state["task"])
+        current = _model_arrays(model, copy=False)
+        for name, value in state["model"].items():
+            current[name][...] = value
+        if isinstance(saved, np.ndarray):
+            mujoco.mj_setState(model, data, saved, mujoco.mjtState.mjSTATE_INTEGRATION)
+            mujoco.mj_step1(model, data)  # as dm-control's step leaves the data
+        else:
+            mujoco.mj_copyData(data, model, saved)
 
     def close(self) -> None:
         """Closes the dm-control env."""

@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs.env_base import EnvBase
 from rl_envs.libs import _gym_spaces as gs
+from rl_envs.libs import _state
 from rl_envs.specs import Bounded, Categorical, Unbounded
 
 __all__ = ["GymEnv", "GymWrapper"]
@@ -308,6 +310,74 @@ class GymWrapper(EnvBase):
         name = getattr(spec, "id", type(self._env).__name__)
         return f"{type(self).__name__}(env={name}, batch_size={tuple(self.batch_size)}, device={self.device})"
 
+    # ----------------------------------------------------------------- state
+    def _base_vector_env(self) -> Any:
+        gym = _import_gym()
+        layers = _chain(self._env)
+        base = layers[-1]
+        if not isinstance(base, gym.vector.SyncVectorEnv):
+            kind = type(base).__name__
+            why = (
+                "its sub-envs live in worker processes"
+                if isinstance(base, gym.vector.AsyncVectorEnv)
+                else "only gymnasium.vector.SyncVectorEnv exposes its sub-envs"
+            )
+            raise NotImplementedError(
+                f"{type(self).__name__}.get_state()/set_state(): unsupported for a {kind} "
+                f"({why}). Use GymEnv(name, num_envs=N) with vectorization_mode='sync', or "
+                "a SerialEnv of single GymEnv's."
+            )
+        return base
+
+    def get_state(self) -> dict[str, Any]:
+        """The exact state of the wrapped Gymnasium env and of this wrapper (picklable).
+
+        For every layer of the wrapper chain (each wrapper and ``unwrapped``; for a
+        ``SyncVectorEnv``, its own autoreset bookkeeping and each sub-env's chain)
+        the instance attributes holding episode state are captured: numbers and
+        flags, numpy arrays (copied), ``numpy.random.Generator`` states and
+        MuJoCo's ``MjData`` (see ``rl_envs.libs._state``); the wrapper's own
+        per-episode state (``SAME_STEP``'s held reset observations) too. Spaces,
+        specs, models and renderers are not. ``AsyncVectorEnv`` is unsupported.
+
+        Example:
+            >>> env = GymEnv("CartPole-v1")
+            >>> _ = env.reset()
+            >>> state = env.get_state()
+            >>> a = env.rand_step(env.reset())
+            >>> env.set_state(state)  # back to the moment of get_state()
+        """
+        sub = None
+        last_obs = _state.capture(self._last_obs)  # None, an array or a dict of arrays
+        if last_obs is _state.SKIP:
+            last_obs = None
+        if self._is_vector:
+            sub = [_capture_chain(e) for e in self._base_vector_env().envs]
+        return {
+            "env_class": type(self).__name__,
+            "layers": _capture_chain(self._env),
+            "sub_envs": sub,
+            "wrapper": {"pending": self._pending.copy(), "last_obs": last_obs},
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result into this env (e.g. a fresh instance of
+        the same env): the following steps are bit-identical to those that followed
+        ``get_state()``. Raises ``ValueError`` if the wrapper chains differ."""
+        _restore_chain(self._env, state["layers"], "env")
+        if self._is_vector:
+            envs = self._base_vector_env().envs
+            if len(envs) != len(state["sub_envs"]):
+                raise ValueError(
+                    f"set_state(): the state holds {len(state['sub_envs'])} sub-envs, this "
+                    f"vector env has {len(envs)}. Restore into an env built the same way."
+                )
+            for i, (e, saved) in enumerate(zip(envs, state["sub_envs"], strict=True)):
+                _restore_chain(e, saved, f"sub-env {i}")
+        wrapper = state["wrapper"]
+        self._pending = wrapper["pending"].copy()
+        self._last_obs = copy.deepcopy(wrapper["last_obs"])
+
     # --------------------------------------------------------------- rollout
     def _fast_rollout(
         self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
@@ -317,6 +387,31 @@ class GymWrapper(EnvBase):
         from rl_envs.libs._gym_fast import fast_rollout
 
         return fast_rollout(self, root, max_steps, policy, mode)
+
+
+def _chain(env: Any) -> list[Any]:
+    """The layers of a Gymnasium wrapper chain: each wrapper, then the unwrapped env."""
+    layers = [env]
+    while "env" in vars(layers[-1]) and all(vars(layers[-1])["env"] is not x for x in layers):
+        layers.append(vars(layers[-1])["env"])
+    return layers
+
+
+def _capture_chain(env: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(type(layer).__name__, _state.capture_object(layer)) for layer in _chain(env)]
+
+
+def _restore_chain(env: Any, saved: list[tuple[str, dict[str, Any]]], where: str) -> None:
+    layers = _chain(env)
+    names = [type(layer).__name__ for layer in layers]
+    expected = [name for name, _ in saved]
+    if names != expected:
+        raise ValueError(
+            f"set_state(): the {where}'s wrapper chain is {names} but the state was taken "
+            f"from {expected}. Restore into an env built the same way (same id and kwargs)."
+        )
+    for layer, (_, attrs) in zip(layers, saved, strict=True):
+        _state.restore_object(layer, attrs)
 
 
 class GymEnv(GymWrapper):
