@@ -1,0 +1,244 @@
+"""IMPALA (Espeholt et al., 2018, arXiv:1802.01561): actor processes collect with whatever
+weights they last received while one learner takes a gradient step per gathered batch,
+correcting for the policy lag with V-trace.
+
+Workers are a :class:`~rl_collectors.MultiAsyncCollector`; each update stacks
+``batches_per_update`` trajectory batches (``[N, T]``), computes V-trace targets and
+advantages, and takes one RMSprop step on the actor-critic loss. CartPole-v1 by default
+(cheap to simulate, so the async workers are not starved on a small machine).
+
+    uv run recipes/impala.py                     # CartPole-v1, 300k frames, 2 workers
+    uv run recipes/impala.py --smoke             # a few seconds, end to end
+    uv run recipes/impala.py --resume runs/impala/checkpoint.pt
+
+Resuming restores the learner (networks, optimiser, counters, RNGs) exactly; the workers
+restart from fresh episodes, and asynchronous collection is not reproducible by nature.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import (
+    RunLogger,
+    Stopwatch,
+    evaluate,
+    load_checkpoint,
+    parse_config,
+    plot_learning_curve,
+    save_checkpoint,
+    seed_everything,
+    write_summary,
+)
+
+from rl_collectors import MultiAsyncCollector
+from rl_envs import Compose, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
+from rl_objectives import A2CLoss, VTrace
+
+
+@dataclass
+class Config:
+    """IMPALA (V-trace actor-critic with asynchronous actors) on a discrete-action task."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium id of the task (discrete actions)."""
+    seed: int = 0
+    """Seed of every RNG and of the envs."""
+    num_workers: int = 2
+    """Actor processes collecting in parallel."""
+    total_frames: int = 300_000
+    """Frames to collect in total."""
+    frames_per_batch: int = 64
+    """Frames (time steps) of one worker batch."""
+    batches_per_update: int = 4
+    """Worker batches stacked into one learner update."""
+    lr: float = 1e-3
+    """RMSprop learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    rho_thresh: float = 1.0
+    """V-trace truncation of the importance weights."""
+    c_thresh: float = 1.0
+    """V-trace truncation of the traces."""
+    entropy_coeff: float = 0.01
+    """Entropy bonus coefficient."""
+    critic_coeff: float = 0.5
+    """Weight of the critic loss."""
+    max_grad_norm: float = 40.0
+    """Gradient clipping norm."""
+    hidden: int = 64
+    """Width of the two hidden layers of actor and critic."""
+    torch_threads: int = 1
+    """CPU threads for torch in the learner (small MLPs run fastest on one)."""
+    eval_every: int = 20_000
+    """Frames between deterministic evaluations."""
+    eval_episodes: int = 5
+    """Episodes per evaluation."""
+    target_return: float = float("inf")
+    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
+    checkpoint_every: int = 100_000
+    """Frames between checkpoints of the learner."""
+    output_dir: str = "runs/impala"
+    """Folder for logs, checkpoints, the learning curve and the summary."""
+    resume: str = ""
+    """Checkpoint to continue from (learner state; the workers restart their episodes)."""
+    smoke: bool = False
+    """Run a tiny budget to check the recipe end to end."""
+
+    SMOKE: ClassVar[dict[str, object]] = {
+        "total_frames": 2_048,
+        "eval_every": 1_024,
+        "eval_episodes": 1,
+        "checkpoint_every": 1_024,
+    }
+
+
+def make_env(env_name: str, seed: int | None = None) -> TransformedEnv:
+    """One env, with integer actions (a Categorical spec) as the Categorical policy samples."""
+    env = TransformedEnv(
+        GymEnv(env_name, categorical_action_encoding=True), Compose(StepCounter(), RewardSum())
+    )
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
+def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    actor = ProbabilisticActor(
+        TensorDictModule(
+            MLP(obs_dim, env.action_spec.n, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh),
+            in_keys=["observation"],
+            out_keys=["logits"],
+        ),
+        in_keys=["logits"],
+        spec=env.action_spec,
+        distribution_class=Categorical,
+        return_log_prob=True,  # the behaviour log-probabilities V-trace corrects with
+    )
+    critic = ValueOperator(
+        MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh),
+        in_keys=["observation"],
+    )
+    return actor, critic
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    cfg = parse_config(Config, argv)
+    out = Path(cfg.output_dir)
+    torch.set_num_threads(cfg.torch_threads)
+    seed_everything(cfg.seed)
+    eval_env = make_env(cfg.env)
+    actor, critic = make_agent(cfg, eval_env)
+    vtrace = VTrace(
+        gamma=cfg.gamma,
+        value_network=critic,
+        actor_network=actor,
+        rho_thresh=cfg.rho_thresh,
+        c_thresh=cfg.c_thresh,
+    )
+    loss_fn = A2CLoss(
+        actor,
+        critic,
+        entropy_coeff=cfg.entropy_coeff,
+        critic_coeff=cfg.critic_coeff,
+        loss_critic_type="l2",
+    )
+    optim = torch.optim.RMSprop(loss_fn.parameters(), lr=cfg.lr, alpha=0.99, eps=1e-5)
+
+    frames, wall, eval_return = 0, 0.0, float("nan")
+    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
+    if cfg.resume:
+        state = load_checkpoint(cfg.resume)
+        loss_fn.load_state_dict(state["loss"])
+        optim.load_state_dict(state["optim"])
+        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
+        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+    # Worker seeds move on with the frame count, so a resumed run does not replay old episodes.
+    env_fns = [partial(make_env, cfg.env, cfg.seed + frames + i) for i in range(cfg.num_workers)]
+    collector = MultiAsyncCollector(
+        env_fns,
+        actor,
+        frames_per_batch=cfg.frames_per_batch,
+        # whole batches only, so that they stack into [N, T]
+        total_frames=-(-max(cfg.total_frames - frames, 1) // cfg.frames_per_batch)
+        * cfg.frames_per_batch,
+    )
+    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    clock = Stopwatch(wall)
+
+    pending: list[TensorDict] = []
+    for batch in collector:
+        frames += batch.numel()
+        finished = batch["next", "done"]
+        if finished.any():
+            episode_return = batch["next", "episode_reward"][finished].mean().item()
+            logger.log(frames, **{"train/return": episode_return})
+        logger.advance(batch.numel())
+        pending.append(batch)
+        if len(pending) < cfg.batches_per_update and frames < cfg.total_frames:
+            continue
+        data = torch.stack(pending)  # [N, T]: V-trace runs along the last (time) dim
+        pending.clear()
+        lag = collector.policy_version - data["collector", "policy_version"].float().mean()
+        with torch.no_grad():
+            vtrace(data)
+        losses = loss_fn(data.reshape(-1))
+        total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+        optim.zero_grad()
+        total.backward()
+        nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+        optim.step()
+        collector.update_policy_weights_()
+        logger.log(frames, loss=total.item(), policy_lag=lag.item())
+        if frames >= next_eval:
+            next_eval += cfg.eval_every
+            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+            logger.log(frames, **{"eval/return": eval_return})
+        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+        if frames >= next_ckpt or stop:
+            while next_ckpt <= frames:
+                next_ckpt += cfg.checkpoint_every
+            save_checkpoint(
+                out / "checkpoint.pt",
+                {
+                    "config": asdict(cfg),
+                    "loss": loss_fn.state_dict(),
+                    "optim": optim.state_dict(),
+                    "frames": frames,
+                    "next_eval": next_eval,
+                    "next_ckpt": next_ckpt,
+                    "wall": clock.elapsed(),
+                    "eval_return": eval_return,
+                },
+            )
+        if stop:
+            break
+    collector.shutdown()
+    logger.close()
+    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"IMPALA {cfg.env}")
+    summary = {
+        "algo": "impala",
+        "env": cfg.env,
+        "frames": frames,
+        "wall_clock_s": round(clock.elapsed(), 1),
+        "final_eval_return": eval_return,
+    }
+    print(write_summary(out, **summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
