@@ -43,3 +43,30 @@ def rollout(envs: int, steps: int, seed: int, state: torch.Tensor | None = None)
         x = torch.where(done.unsqueeze(-1), torch.zeros_like(nxt), nxt)
         t = torch.where(done, torch.zeros_like(t), t)
     return torch.stack(rows, dim=1), (x, t)
+
+
+def collected(envs: int, steps: int, obs_dim: int, seed: int, lengths=(100, 1000)) -> TensorDict:
+    """A [envs, steps] batch as a collector gives it: ``obs_dim`` float32 observations, episodes
+    truncated at a length drawn in ``lengths`` or terminated at random (rate 1 / max length)."""
+    g = torch.Generator().manual_seed(seed)
+    lo, hi = lengths
+    x = torch.randn(envs, obs_dim, generator=g)
+    t = torch.zeros(envs, dtype=torch.long)
+    limit = torch.randint(lo, hi + 1, (envs,), generator=g)
+    obs, nxt, terms, truncs = [], [], [], []
+    for _ in range(steps):
+        n = x + 0.1 * torch.randn(envs, obs_dim, generator=g)
+        t = t + 1
+        term = torch.rand(envs, generator=g) < 1 / hi
+        trunc = (t >= limit) & ~term
+        done = term | trunc
+        obs.append(x), nxt.append(n), terms.append(term), truncs.append(trunc)
+        x = torch.where(done[:, None], torch.randn(envs, obs_dim, generator=g), n)
+        t = torch.where(done, torch.zeros_like(t), t)
+        limit = torch.where(done, torch.randint(lo, hi + 1, (envs,), generator=g), limit)
+    term, trunc = torch.stack(terms, 1)[..., None], torch.stack(truncs, 1)[..., None]
+    return TensorDict({
+        "observation": torch.stack(obs, 1), "action": torch.randn(envs, steps, 6, generator=g),
+        "next": {"observation": torch.stack(nxt, 1), "reward": torch.randn(envs, steps, 1, generator=g),
+                 "done": term | trunc, "terminated": term, "truncated": trunc},
+    }, batch_size=[envs, steps])  # fmt: skip

@@ -14,7 +14,7 @@ from rl_buffers import (
 )
 from rl_buffers._memory import available_bytes
 
-from ._data import rollout, transitions
+from ._data import collected, rollout, transitions
 
 
 def test_memmap_reopens_after_process_restart(tmp_path):
@@ -83,6 +83,33 @@ def test_compact_storage_matches_plain_layout():
     kept = int((compact._compact.slot >= 0).sum())
     ends = int(a["next", "done"].sum())
     assert ends <= kept <= ends + 6 * 4
+
+
+def test_compact_layout_halves_observation_memory_on_collected_data():
+    # 3 collector batches of 8 envs x 1000 steps (obs 17 float32, episodes of 100-1000 steps),
+    # flattened env-major as a collector's [envs, time] batch is; wraps a 16000-item ring
+    cap, envs, steps = 16_000, 8, 1000
+    plain = LazyTensorStorage(cap)
+    compact = LazyTensorStorage(cap, compact_keys=["observation"])
+    kept_bound = 0
+    for seed in range(3):
+        flat = collected(envs, steps, 17, seed).reshape(-1)
+        for storage in (plain, compact):
+            TensorDictReplayBuffer(storage=storage).extend(flat.clone())
+        kept_bound += int(flat["next", "done"].sum()) + envs  # episode ends + env seams
+    assert flat["next", "terminated"].any() and flat["next", "truncated"].any()
+    index = torch.arange(cap)
+    assert (plain.get(index) == compact.get(index)).all()
+    # bytes of the entries that are not observations: the same in both layouts
+    other = cap * sum(
+        flat.get(k)[0].numel() * flat.get(k).element_size()
+        for k in flat.keys(include_nested=True, leaves_only=True)
+        if k not in ("observation", ("next", "observation"))
+    )
+    obs_plain, obs_compact = plain.nbytes() - other, compact.nbytes() - other
+    assert obs_plain == cap * 2 * 17 * 4
+    assert cap * 17 * 4 <= obs_compact <= 0.55 * obs_plain
+    assert int((compact._compact.slot >= 0).sum()) <= kept_bound
 
 
 def test_max_value_writer_keeps_top_ranked():
