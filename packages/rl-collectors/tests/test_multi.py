@@ -93,7 +93,9 @@ def test_async_frames_versions_and_outputs() -> None:
     collector.shutdown()
     assert sum(b.numel() for b in batches) == 210 == collector.frames
     # Ten full batches and the short one that meets total_frames exactly, in any order.
-    assert sorted(b.shape[-1] for b in batches) == [5] + [10] * 10 and all(b.shape[0] == 2 for b in batches)
+    assert sorted(b.shape[-1] for b in batches) == [5] + [10] * 10 and all(
+        b.shape[0] == 2 for b in batches
+    )
     for batch in batches:
         version = batch["collector", "policy_version"].unique().tolist()
         assert len(version) == 1
