@@ -6,9 +6,9 @@ Run: ``.venv-bench/bin/python benchmarks/bench_batched_envs.py`` (``--quick`` di
 the step counts by 5). Prints frames/s (env steps x batch) and ratios.
 
 Every contender steps N copies of the env with random actions, auto-resetting finished
-sub-envs, and is timed after start-up and a warm-up. Each figure is the best of
-``--repeats`` runs. The machine may have few cores shared with other jobs: compare
-ratios within one run, not absolute numbers across runs.
+sub-envs, and is timed after start-up and a warm-up. Contenders are built first, then
+run in turn, ``--repeats`` rounds; each figure is the best round. The machine may have
+few cores shared with other jobs: compare ratios within one run, not absolute numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import argparse
 import functools
 import time
 import warnings
-from collections.abc import Callable
 
 import gymnasium as gym
 import torch
@@ -28,64 +27,70 @@ warnings.filterwarnings("ignore")
 torch.set_num_threads(1)
 
 
-def best_of(repeats: int, fn: Callable[[], float]) -> float:
-    return max(fn() for _ in range(repeats))
+# ---------------------------------------------------------------- contenders
+class GymVector:
+    """Gymnasium's SyncVectorEnv / AsyncVectorEnv stepped with sampled actions."""
 
+    def __init__(self, name: str, n: int, mode: str) -> None:
+        fns = [functools.partial(gym.make, name)] * n
+        vec = gym.vector.SyncVectorEnv if mode == "sync" else gym.vector.AsyncVectorEnv
+        self.envs = vec(fns)
+        self.envs.reset(seed=0)
+        self.envs.action_space.seed(0)
+        self.run(10)
 
-# ----------------------------------------------------------------- raw loops
-def gym_vector(name: str, n: int, steps: int, repeats: int, mode: str) -> float:
-    fns = [functools.partial(gym.make, name)] * n
-    envs = gym.vector.SyncVectorEnv(fns) if mode == "sync" else gym.vector.AsyncVectorEnv(fns)
-    envs.reset(seed=0)
-    envs.action_space.seed(0)
-    for _ in range(10):
-        envs.step(envs.action_space.sample())
-
-    def run() -> float:
-        t0 = time.perf_counter()
+    def run(self, steps: int) -> None:
         for _ in range(steps):
-            envs.step(envs.action_space.sample())
-        return n * steps / (time.perf_counter() - t0)
+            self.envs.step(self.envs.action_space.sample())
 
-    try:
-        return best_of(repeats, run)
-    finally:
-        envs.close()
+    def close(self) -> None:
+        self.envs.close()
 
 
-# --------------------------------------------------------------------- ours
-def rollout_fps(env, n: int, steps: int, repeats: int) -> float:
-    env.set_seed(0)
-    env.rollout(10, break_when_any_done=False)
+class Rollout:
+    """A TensorDict env (ours or TorchRL's) doing ``rollout(steps)`` with random actions."""
 
-    def run() -> float:
-        t0 = time.perf_counter()
-        env.rollout(steps, break_when_any_done=False)
-        return n * steps / (time.perf_counter() - t0)
+    def __init__(self, env) -> None:
+        self.env = env
+        env.set_seed(0)
+        self.run(10)
 
-    try:
-        return best_of(repeats, run)
-    finally:
-        env.close()
+    def run(self, steps: int) -> None:
+        self.env.rollout(steps, break_when_any_done=False)
+
+    def close(self) -> None:
+        self.env.close()
 
 
-def ours(name: str, n: int, steps: int, repeats: int, kind: str) -> float:
+def contenders(name: str, n: int, with_torchrl: bool) -> dict[str, object]:
     make = functools.partial(rl_envs.GymEnv, name, validate_actions=False)
-    if kind == "serial":
-        env = rl_envs.SerialEnv(n, make)
-    elif kind == "parallel":
-        env = rl_envs.ParallelEnv(n, make)
-    else:  # two workers, n / 2 envs each: one process per core of a 2-core machine
-        env = rl_envs.ParallelEnv(2, make, envs_per_worker=n // 2)
-    return rollout_fps(env, n, steps, repeats)
+    out: dict[str, object] = {
+        "sync": GymVector(name, n, "sync"),
+        "async": GymVector(name, n, "async"),
+        "ser": Rollout(rl_envs.SerialEnv(n, make)),
+        "par": Rollout(rl_envs.ParallelEnv(n, make)),
+        "par2": Rollout(rl_envs.ParallelEnv(2, make, envs_per_worker=n // 2)),
+    }
+    if with_torchrl:
+        from torchrl.envs import GymEnv, ParallelEnv, SerialEnv
+
+        trl_make = functools.partial(GymEnv, name)
+        out["trl_ser"] = Rollout(SerialEnv(n, trl_make))
+        out["trl_par"] = Rollout(ParallelEnv(n, trl_make))
+    return out
 
 
-def torchrl_batched(name: str, n: int, steps: int, repeats: int, kind: str) -> float:
-    from torchrl.envs import GymEnv, ParallelEnv, SerialEnv
-
-    make = functools.partial(GymEnv, name)
-    env = SerialEnv(n, make) if kind == "serial" else ParallelEnv(n, make)
-    return rollout_fps(env, n, steps, repeats)
+def measure(
+    runners: dict[str, object], n: int, steps: dict[str, int], repeats: int
+) -> dict[str, float]:
+    """Best frames/s of each runner over ``repeats`` rounds, runners interleaved."""
+    best = dict.fromkeys(runners, 0.0)
+    for _ in range(repeats):
+        for key, runner in runners.items():
+            t0 = time.perf_counter()
+            runner.run(steps[key])
+            best[key] = max(best[key], n * steps[key] / (time.perf_counter() - t0))
+    return best
 
 
 # --------------------------------------------------------------- transforms
@@ -99,7 +104,7 @@ def four_transforms() -> rl_envs.Compose:
 
 
 def transform_overhead(name: str, n: int, steps: int, repeats: int) -> tuple[float, float]:
-    """(bare fps, transformed fps), measured interleaved on the same kind of env."""
+    """(bare fps, transformed fps), best of ``repeats`` interleaved rounds."""
 
     def make_base():
         if n == 1:
@@ -110,30 +115,20 @@ def transform_overhead(name: str, n: int, steps: int, repeats: int) -> tuple[flo
             envs_per_worker=n // 2,
         )
 
-    bare = make_base()
-    wrapped = rl_envs.TransformedEnv(make_base(), four_transforms())
-    for env in (bare, wrapped):
-        env.set_seed(0)
-        env.rollout(10, break_when_any_done=False)
-
-    def run(env) -> float:
-        t0 = time.perf_counter()
-        env.rollout(steps, break_when_any_done=False)
-        return n * steps / (time.perf_counter() - t0)
-
-    best_bare = best_wrapped = 0.0
-    for _ in range(repeats):
-        best_bare = max(best_bare, run(bare))
-        best_wrapped = max(best_wrapped, run(wrapped))
-    bare.close()
-    wrapped.close()
-    return best_bare, best_wrapped
+    runners = {
+        "bare": Rollout(make_base()),
+        "wrapped": Rollout(rl_envs.TransformedEnv(make_base(), four_transforms())),
+    }
+    best = measure(runners, n, {"bare": steps, "wrapped": steps}, repeats)
+    for runner in runners.values():
+        runner.close()
+    return best["bare"], best["wrapped"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-torchrl", action="store_true")
     args = parser.parse_args()
     div = 5 if args.quick else 1
@@ -150,16 +145,15 @@ def main() -> None:
     print("-" * len(header))
     for name, steps in steps_for.items():
         for n in (4, 8):
-            sync = gym_vector(name, n, steps, r, "sync")
-            asyn = gym_vector(name, n, steps, r, "async")
-            ser = ours(name, n, steps, r, "serial")
-            par = ours(name, n, steps, r, "parallel")
-            par2 = ours(name, n, steps, r, "parallel2")
-            if args.no_torchrl:
-                trl_ser = trl_par = float("nan")
-            else:
-                trl_ser = torchrl_batched(name, n, max(steps // 4, 20), 1, "serial")
-                trl_par = torchrl_batched(name, n, max(steps // 4, 20), 1, "parallel")
+            runners = contenders(name, n, not args.no_torchrl)
+            trl_steps = max(steps // 5, 20)  # TorchRL is slow: fewer steps, same frames/s
+            per = {k: (trl_steps if k.startswith("trl") else steps) for k in runners}
+            fps = measure(runners, n, per, r)
+            for runner in runners.values():
+                runner.close()
+            nan = float("nan")
+            sync, asyn, ser, par, par2 = (fps[k] for k in ("sync", "async", "ser", "par", "par2"))
+            trl_ser, trl_par = fps.get("trl_ser", nan), fps.get("trl_par", nan)
             print(
                 f"{name:<15}{n:>3} | {sync:>8.0f} {ser:>9.0f} {trl_ser:>8.0f} | {asyn:>8.0f} "
                 f"{par:>9.0f} {par2:>10.0f} {trl_par:>8.0f} | {ser / sync:>8.2f} "
@@ -171,7 +165,7 @@ def main() -> None:
     print(f"{'env':<15}{'batch':>14} | {'bare':>8} {'4 transforms':>12} | {'overhead':>8}")
     for name, steps in steps_for.items():
         for n, label in ((1, "single GymEnv"), (8, "ParallelEnv 8")):
-            bare, wrapped = transform_overhead(name, n, steps, r)
+            bare, wrapped = transform_overhead(name, n, steps // 2, 2 * r)
             print(
                 f"{name:<15}{label:>14} | {bare:>8.0f} {wrapped:>12.0f} | "
                 f"{(bare / wrapped - 1) * 100:>7.1f}%",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
@@ -74,25 +75,23 @@ class RewardSum(Transform):
 
     def _rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
         nxt = trajectory.get("next")
-        done = nxt.get("done")
         time_dim = trajectory.batch_dims - 1
+        batch = trajectory.batch_size[:time_dim]
+        steps = trajectory.batch_size[time_dim]
+        done = nxt.get("done").reshape(-1, steps).cpu().numpy()
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             reward = get_or_raise(self, nxt, in_key)
             start = trajectory.get(out_key, None)
-            current = (
-                start.select(time_dim, 0)
+            rows = reward.reshape(batch.numel(), steps, -1)
+            init = (
+                start.select(time_dim, 0).reshape(rows.shape[0], -1)
                 if start is not None
-                else torch.zeros_like(reward.select(time_dim, 0))
+                else torch.zeros(rows.shape[0], rows.shape[2], dtype=reward.dtype)
             )
-            roots, nexts = [], []
-            for t in range(reward.shape[time_dim]):
-                roots.append(current)
-                total = current + reward.select(time_dim, t)
-                nexts.append(total)
-                d = done.select(time_dim, t)
-                current = torch.where(d.reshape(*d.shape, *[1] * (total.ndim - d.ndim)), 0.0, total)
-            trajectory.set(out_key, torch.stack(roots, time_dim))
-            nxt.set(out_key, torch.stack(nexts, time_dim))
+            root, total = _segment_sums(rows.cpu().numpy(), init.cpu().numpy(), done)
+            shape = reward.shape
+            trajectory.set(out_key, torch.from_numpy(root).reshape(shape).to(reward.device))
+            nxt.set(out_key, torch.from_numpy(total).reshape(shape).to(reward.device))
         return trajectory
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -124,3 +123,29 @@ def _episode_key(key: NestedKey) -> NestedKey:
     if isinstance(key, tuple):
         return (*key[:-1], f"episode_{key[-1]}")
     return f"episode_{key}"
+
+
+def _segment_sums(
+    reward: np.ndarray, init: np.ndarray, done: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Running sums restarting after each done, added left to right in the reward's dtype.
+
+    ``reward``: ``[rows, T, k]``, ``init``: ``[rows, k]`` (the sum before step 0),
+    ``done``: ``[rows, T]``. Returns the sums before and after each step: the same
+    numbers as adding one step at a time (numpy's cumsum accumulates sequentially).
+    """
+    before = np.empty_like(reward)
+    after = np.empty_like(reward)
+    steps = reward.shape[1]
+    for row in range(reward.shape[0]):
+        ends = np.flatnonzero(done[row]).tolist()
+        start, first = 0, init[row]
+        for end in [*ends, steps - 1]:
+            if start > end:
+                break
+            seg = np.concatenate([first[None], reward[row, start : end + 1]], 0)
+            acc = np.cumsum(seg, axis=0, dtype=reward.dtype)
+            before[row, start : end + 1] = acc[:-1]
+            after[row, start : end + 1] = acc[1:]
+            start, first = end + 1, np.zeros_like(first)
+    return before, after
