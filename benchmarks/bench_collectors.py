@@ -219,7 +219,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--frames", type=int, default=5000, help="timed frames per contender (after warm-up)"
+        "--frames", type=int, default=3000, help="timed frames per contender (after warm-up)"
     )
     parser.add_argument("--envs", nargs="*", default=ENVS)
     args = parser.parse_args()
