@@ -2,11 +2,15 @@
 
 Run: ``.venv-bench/bin/python benchmarks/bench_objectives.py`` (needs torchrl; CPU).
 
-* GAE on [64, 1000] and [1024, 256] (1% dones, half of them terminations): ours
-  (blocked reverse scan), TorchRL's ``vec_generalized_advantage_estimate``, and the
-  reference Python loop over time.
+* GAE on [8, 256], [64, 1000] and [1024, 256] (1% dones, half of them terminations):
+  ours (doubling or blocked reverse scan), TorchRL's ``vec_generalized_advantage_estimate``,
+  and the reference Python loop over time.
 * ClipPPOLoss and SACLoss forward + backward on minibatches of 64 and 4096 with
   64-unit MLPs: ours, TorchRL's, and the same maths written in plain torch (the limit).
+
+Single-threaded (``torch.set_num_threads(1)``): the machine may be shared, and one
+thread keeps the ratios comparable. Each figure is the median over ``REPEATS``
+interleaved rounds of per-round medians, so load spikes hit every contender alike.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from rl_objectives import ClipPPOLoss, SACLoss
 from rl_objectives.value.functional import generalized_advantage_estimate
 
 OBS, ACT, HID = 17, 6, 64
+REPEATS = 5
 
 
 def timeit(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
@@ -45,6 +50,12 @@ def timeit(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
+
+
+def compare(fns: list[Callable[[], object]], reps: list[int]) -> list[float]:
+    """Median over ``REPEATS`` interleaved rounds of each function's median time (ms)."""
+    rounds = [[timeit(fn, r) for fn, r in zip(fns, reps, strict=True)] for _ in range(REPEATS)]
+    return [statistics.median(col) for col in zip(*rounds, strict=True)]
 
 
 def row(name: str, ours: float, torchrl: float, limit: float, limit_name: str) -> None:
@@ -69,7 +80,7 @@ def gae_loop(gamma, lmbda, v, nv, r, done, term):
 
 
 def bench_gae() -> None:
-    for batch, steps in [(64, 1000), (1024, 256)]:
+    for batch, steps in [(8, 256), (64, 1000), (1024, 256)]:
         g = torch.Generator().manual_seed(0)
         shape = (batch, steps, 1)
         v, nv, r = (torch.randn(shape, generator=g) for _ in range(3))
@@ -81,9 +92,14 @@ def bench_gae() -> None:
         torch.testing.assert_close(
             ours_adv, vec_generalized_advantage_estimate(*args)[0], atol=1e-4, rtol=1e-4
         )
-        ours = timeit(lambda a=args: generalized_advantage_estimate(*a), 20)
-        trl = timeit(lambda a=args: vec_generalized_advantage_estimate(*a), 20)
-        loop = timeit(lambda a=args: gae_loop(*a), 5, warmup=1)
+        ours, trl, loop = compare(
+            [
+                lambda a=args: generalized_advantage_estimate(*a),
+                lambda a=args: vec_generalized_advantage_estimate(*a),
+                lambda a=args: gae_loop(*a),
+            ],
+            [20, 5, 3],
+        )
         row(f"GAE [{batch}, {steps}]", ours, trl, loop, "loop")
 
 
@@ -183,9 +199,14 @@ def bench_ppo() -> None:
         trl.set_keys(sample_log_prob="action_log_prob")
         pol_net, crit_net = a.module[0].module[0], c.module
         params = list(ours.parameters())
-        t_ours = timeit(step(lambda m=ours, x=td: m(x), params), 50)
-        t_trl = timeit(step(lambda m=trl, x=td: m(x), list(trl.parameters())), 50)
-        t_raw = timeit(step(lambda p=pol_net, c=crit_net, x=td: plain_ppo(p, c, x), params), 50)
+        t_ours, t_trl, t_raw = compare(
+            [
+                step(lambda m=ours, x=td: m(x), params),
+                step(lambda m=trl, x=td: m(x), list(trl.parameters())),
+                step(lambda p=pol_net, c=crit_net, x=td: plain_ppo(p, c, x), params),
+            ],
+            [20, 20, 20],
+        )
         row(f"ClipPPOLoss fwd+bwd [{n}]", t_ours, t_trl, t_raw, "plain")
 
 
@@ -237,10 +258,13 @@ def bench_sac() -> None:
         tq1, tq2 = mlp(OBS + ACT, 1).requires_grad_(False), mlp(OBS + ACT, 1).requires_grad_(False)
         log_alpha = nn.Parameter(torch.zeros(()))
         params = [*ours.parameters(), log_alpha]
-        t_ours = timeit(step(lambda m=ours, x=td: m(x.clone(False)), params), 30)
-        t_trl = timeit(step(lambda m=trl, x=td: m(x.clone(False)), list(trl.parameters())), 30)
-        t_raw = timeit(
-            step(lambda a=(pol, q1, q2, tq1, tq2, log_alpha, td): plain_sac(*a), params), 30
+        t_ours, t_trl, t_raw = compare(
+            [
+                step(lambda m=ours, x=td: m(x.clone(False)), params),
+                step(lambda m=trl, x=td: m(x.clone(False)), list(trl.parameters())),
+                step(lambda a=(pol, q1, q2, tq1, tq2, log_alpha, td): plain_sac(*a), params),
+            ],
+            [15, 15, 15],
         )
         row(f"SACLoss fwd+bwd [{n}]", t_ours, t_trl, t_raw, "plain")
 
@@ -249,6 +273,7 @@ def main() -> None:
     import tensordict
     import torchrl
 
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, tensordict {tensordict.__version__}, torchrl {torchrl.__version__}, "
           f"threads {torch.get_num_threads()}")  # fmt: skip

@@ -18,6 +18,7 @@ from objectives_testlib import (
 
 from rl_objectives import ClipPPOLoss, DQNLoss, SACLoss
 from rl_objectives.value import functional as F
+from rl_objectives.value._scan import DOUBLING_MAX_NUMEL, reverse_linear_scan
 
 # tensordict 0.14 reads a torch config flag that torch 2.15 deprecates; harmless, not ours
 pytestmark = pytest.mark.filterwarnings(
@@ -49,6 +50,14 @@ def test_functionals_compile_fullgraph():
         compiled(v, nv, r, done, term), all_estimates(v, nv, r, done, term), strict=True
     ):
         torch.testing.assert_close(got, ref)
+
+
+@pytest.mark.parametrize("batch", [4, DOUBLING_MAX_NUMEL // 100 + 1], ids=["doubling", "blocked"])
+def test_scan_compiles_fullgraph_on_both_paths(batch):
+    x = torch.randn(batch, 100, dtype=torch.float64)
+    g = torch.rand(batch, 100, dtype=torch.float64) * (torch.rand(batch, 100) > 0.05)
+    compiled = torch.compile(reverse_linear_scan, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(x, g), reverse_linear_scan(x, g))
 
 
 def _ppo():

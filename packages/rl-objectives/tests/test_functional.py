@@ -8,7 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl_objectives.value import functional as F
-from rl_objectives.value._scan import reverse_linear_scan
+from rl_objectives.value._scan import (
+    DOUBLING_MAX_NUMEL,
+    _blocked_scan,
+    _doubling_scan,
+    reverse_linear_scan,
+)
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -158,17 +163,69 @@ def test_reward2go_and_cumsum_match_loop(seed, shape, gamma):
     torch.testing.assert_close(plain, ref_plain)
 
 
-@pytest.mark.parametrize("steps", [1, 2, 8, 9, 64, 65, 1000])
-@pytest.mark.parametrize("chunk", [2, 3, 8])
-def test_scan_long_horizons_are_exact(steps, chunk):
+@pytest.mark.parametrize("time_dim", [0, -2])
+def test_estimators_match_loop_above_the_doubling_threshold(time_dim):
+    # [130, 260, 1] has more than DOUBLING_MAX_NUMEL elements: the blocked scan runs
+    d = _data(3, (130,), 260, time_dim)
+    v, nv, r, done, term = (d[k] for k in ("value", "next_value", "reward", "done", "terminated"))
+    assert v.numel() > DOUBLING_MAX_NUMEL
+    adv, target = F.generalized_advantage_estimate(
+        0.99, 0.95, v, nv, r, done, term, time_dim=time_dim
+    )
+    ref_adv, ref_target = ref_gae(0.99, 0.95, v, nv, r, done, term, time_dim)
+    torch.testing.assert_close(adv, ref_adv)
+    torch.testing.assert_close(target, ref_target)
+    lam = F.td_lambda_return_estimate(0.99, 0.9, nv, r, done, term, time_dim=time_dim)
+    torch.testing.assert_close(lam, ref_td_lambda(0.99, 0.9, nv, r, done, term, time_dim))
+    got = F.vtrace_advantage_estimate(
+        0.99, d["log_pi"], d["log_mu"], v, nv, r, done, term, time_dim=time_dim
+    )
+    ref = ref_vtrace(0.99, d["log_pi"], d["log_mu"], v, nv, r, done, term, 1.0, 1.0, time_dim)
+    for a, b in zip(got, ref, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+SCANS = {"doubling": _doubling_scan, "blocked": _blocked_scan, "dispatch": reverse_linear_scan}
+
+
+def _ref_scan(x, g):
+    ref = torch.zeros_like(x)
+    acc = torch.zeros_like(x[..., 0])
+    for t in reversed(range(x.shape[-1])):
+        acc = x[..., t] + g[..., t] * acc
+        ref[..., t] = acc
+    return ref
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 8, 9, 16, 17, 18, 64, 65, 1000])
+@pytest.mark.parametrize("method", list(SCANS))
+def test_scan_long_horizons_are_exact(steps, method):
     x = torch.randn(3, steps, dtype=torch.float64)
     g = torch.rand(3, steps, dtype=torch.float64) * (torch.rand(3, steps) > 0.05)
-    ref = torch.zeros_like(x)
-    acc = torch.zeros(3, dtype=torch.float64)
-    for t in reversed(range(steps)):
-        acc = x[:, t] + g[:, t] * acc
-        ref[:, t] = acc
-    torch.testing.assert_close(reverse_linear_scan(x, g, chunk=chunk), ref)
+    torch.testing.assert_close(SCANS[method](x, g), _ref_scan(x, g))
+
+
+@pytest.mark.parametrize("method", list(SCANS))
+def test_scan_gradients_match_loop(method):
+    x = torch.randn(2, 3, 70, dtype=torch.float64, requires_grad=True)
+    g = (torch.rand(2, 3, 70, dtype=torch.float64) * (torch.rand(2, 3, 70) > 0.1)).requires_grad_()
+    w = torch.randn(2, 3, 70, dtype=torch.float64)
+    got = torch.autograd.grad((SCANS[method](x, g) * w).sum(), (x, g))
+    ref = torch.autograd.grad((_ref_scan(x, g) * w).sum(), (x, g))
+    for a, b in zip(got, ref, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_scan_dispatch_covers_both_sides_of_the_threshold():
+    for batch in (DOUBLING_MAX_NUMEL // 128, DOUBLING_MAX_NUMEL // 128 + 1):
+        x = torch.randn(batch, 128, dtype=torch.float64)
+        g = torch.rand(batch, 128, dtype=torch.float64) * (torch.rand(batch, 128) > 0.05)
+        torch.testing.assert_close(reverse_linear_scan(x, g), _ref_scan(x, g))
+    scalar_g = torch.tensor(0.5, dtype=torch.float64)
+    x = torch.randn(300, 200, dtype=torch.float64)
+    torch.testing.assert_close(
+        reverse_linear_scan(x, scalar_g), _ref_scan(x, scalar_g.expand_as(x))
+    )
 
 
 def test_float32_long_rollout_stays_close_to_float64():
