@@ -101,7 +101,10 @@ def test_async_frames_versions_and_outputs() -> None:
         assert len(version) == 1
         # Each batch's actions agree with the weights of the version that produced it.
         assert (batch["action"] == 0).all() == (version == [0])
-    assert batches[-1]["collector", "policy_version"].unique().tolist() == [1]
+    # At most 4 batches were dispatched before the update (2 at start, 1 after each of the
+    # first two yields); every later one runs the new weights, whichever worker is faster.
+    versions = [int(b["collector", "policy_version"][0, 0]) for b in batches]
+    assert versions.count(0) <= 4 and versions.count(1) >= 7
     assert MultiaSyncDataCollector is MultiAsyncCollector
 
 
