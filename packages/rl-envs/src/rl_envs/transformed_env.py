@@ -157,9 +157,8 @@ class TransformedEnv(EnvBase):
         traj = self.base_env._fast_rollout(last[1], max_steps, None, mode)
         if traj is None:
             return None
-        start = root.select(
-            *[k for k in root.keys(True, True) if k not in set(traj.keys(True, True))]
-        )
+        have = set(traj.keys(True, True))
+        start = root.select(*[k for k in root.keys(True, True) if k not in have])
         nb = len(self.batch_size)
         for key, value in start.items(True, True):
             traj.set(
