@@ -274,7 +274,8 @@ class Collector:
         batch_shape = self.batch_size
         with torch.no_grad(), set_interaction_type(self.exploration_type):
             for step in range(num_steps):
-                if should_stop is not None and should_stop():
+                # A stopped worker still writes one step, so its buffer always exists.
+                if step and should_stop is not None and should_stop():
                     break
                 t0 = time.perf_counter()
                 random = self._frames + step * self._env_numel < self.init_random_frames
