@@ -315,3 +315,60 @@ def test_get_set_state_errors():
             GymWrapper(vec).get_state()
     finally:
         vec.close()
+
+
+class _OneHotNet(torch.nn.Module):
+    def __init__(self, n_obs, n_act, categorical, with_logits):
+        super().__init__()
+        self.lin = torch.nn.Linear(n_obs, n_act)
+        self.categorical, self.with_logits = categorical, with_logits
+
+    def forward(self, obs):
+        logits = self.lin(obs.to(torch.float32))
+        idx = logits.argmax(-1)
+        action = idx if self.categorical else torch.nn.functional.one_hot(idx, logits.shape[-1])
+        return (action, logits) if self.with_logits else action
+
+
+class _Twice(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs):
+        action = self.net(obs)
+        return action, action * 3
+
+
+@pytest.mark.parametrize(
+    ("name", "categorical", "with_logits"),
+    [
+        ("CartPole-v1", False, False),
+        ("CartPole-v1", True, True),
+        ("Pendulum-v1", False, False),
+        ("Pendulum-v1", False, True),
+    ],
+)
+def test_tensordict_module_policy_fast_path_equals_generic_loop(name, categorical, with_logits):
+    """A plain TensorDictModule runs on tensors in the fast path: same output as the
+    generic loop (TensorDict per step), across episode boundaries, extra outputs included."""
+    from tensordict.nn import TensorDictModule
+
+    torch.manual_seed(0)
+    env = GymEnv(name, categorical_action_encoding=categorical, max_episode_steps=30)
+    out_keys = ["action", "logits"] if with_logits else ["action"]
+    if name == "CartPole-v1":
+        net = _OneHotNet(4, 2, categorical, with_logits)
+    else:
+        net = torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Tanh())
+        if with_logits:
+            net = _Twice(net)
+    policy = TensorDictModule(net, ["observation"], out_keys)
+    runs = []
+    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+        env.set_seed(2)
+        runs.append(env.rollout(70, policy, callback, break_when_any_done=False))
+    assert_same(*runs)
+    assert runs[0]["next", "done"].sum() >= 2
+    if with_logits:
+        assert runs[0]["logits"].shape[0] == 70

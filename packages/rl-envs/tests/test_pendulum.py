@@ -130,3 +130,36 @@ def test_set_state_batch_mismatch():
     state = PendulumEnv(batch_size=[2]).get_state()
     with pytest.raises(ValueError, match="batch_size"):
         PendulumEnv(batch_size=[3]).set_state(state)
+
+
+@pytest.mark.parametrize("break_when_any_done", [False, True])
+@pytest.mark.parametrize("batch_size", [(), (5,), (2, 3)])
+def test_fast_rollout_equals_generic_loop(batch_size, break_when_any_done):
+    """The tensor-only rollout (random actions) = the generic loop, incl. resets and the
+    env's state afterwards; episodes of different ages come from a partial reset."""
+    env = PendulumEnv(batch_size=batch_size, max_episode_steps=7)
+    runs, states = [], []
+    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+        env.set_seed(0)
+        torch.manual_seed(0)
+        root = step_mdp(env.rollout(3, break_when_any_done=False)[..., -1])
+        mask = torch.zeros(*batch_size, 1, dtype=torch.bool)
+        mask.view(-1)[0] = True
+        root = env.reset(root.set("_reset", mask))
+        runs.append(
+            env.rollout(
+                20,
+                callback=callback,
+                auto_reset=False,
+                tensordict=root,
+                break_when_any_done=break_when_any_done,
+            )
+        )
+        states.append(env.get_state())
+    a, b = runs
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        assert torch.equal(a[key], b[key]), key
+    for key in ("th", "thdot", "t"):
+        assert torch.equal(states[0][key], states[1][key]), key
+    assert a["next", "done"].any()

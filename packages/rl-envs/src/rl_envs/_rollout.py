@@ -5,7 +5,10 @@ Two paths produce the same TensorDict:
 * an env-specific fast path, ``env._fast_rollout(...)``, tried first when
   there is no callback and a contiguous output is asked for; it returns ``None``
   when it does not handle the arguments (``EnvBase``'s default). ``GymEnv`` uses
-  it to write into preallocated numpy storage with no TensorDict per step.
+  it to write into preallocated numpy storage with no TensorDict per step (and
+  to call a plain ``TensorDictModule``'s module on tensors, see
+  :class:`PlainPolicy`); ``PendulumEnv`` runs random-action rollouts on plain
+  tensors (``rl_envs._pendulum_rollout``).
 * the generic loop below: random actions are drawn for all steps at once, the
   first step's input is fully checked (``env._check_step_input``), later steps go
   through ``_step_unchecked`` / ``_step_and_maybe_reset_unchecked``, and the steps
@@ -26,14 +29,35 @@ if TYPE_CHECKING:
     from rl_envs.env_base import EnvBase
 
 
+class PlainPolicy:
+    """A plain ``TensorDictModule`` reduced to its plumbing: read ``in_keys``, call
+    ``module``, write ``out_keys`` (see :func:`fast_policy`). Rollout loops that keep
+    their data outside TensorDicts call ``module`` on tensors directly."""
+
+    __slots__ = ("in_keys", "module", "out_keys")
+
+    def __init__(self, module: torch.nn.Module, in_keys: list[Any], out_keys: list[Any]) -> None:
+        self.module = module
+        self.in_keys = in_keys
+        self.out_keys = out_keys
+
+    def __call__(self, td: TensorDictBase) -> TensorDictBase:
+        outs = self.module(*[td.get(k) for k in self.in_keys])
+        if not isinstance(outs, tuple):
+            outs = (outs,)
+        for key, value in zip(self.out_keys, outs, strict=True):
+            td.set(key, value)
+        return td
+
+
 def fast_policy(policy: Any) -> Any:
     """A plain ``TensorDictModule`` called without its per-call dispatch overhead.
 
     For an exact ``TensorDictModule`` (list ``in_keys``, in-place, no hooks, a plain
     ``nn.Module`` inside), calling it means: read ``in_keys``, call the module, write
-    ``out_keys``. That is what the returned function does, skipping tensordict's
-    generic dispatch (which costs ~100 us per call on tensordict 0.14). Anything
-    else is returned unchanged.
+    ``out_keys``. That is what the returned :class:`PlainPolicy` does, skipping
+    tensordict's generic dispatch (which costs ~100 us per call on tensordict 0.14).
+    Anything else is returned unchanged.
     """
     try:
         from tensordict.nn import TensorDictModule, TensorDictModuleBase
@@ -56,17 +80,7 @@ def fast_policy(policy: Any) -> Any:
     )
     if not plain:
         return policy
-    in_keys, out_keys = list(policy.in_keys), list(policy.out_keys)
-
-    def call(td: TensorDictBase) -> TensorDictBase:
-        outs = module(*[td.get(k) for k in in_keys])
-        if not isinstance(outs, tuple):
-            outs = (outs,)
-        for key, value in zip(out_keys, outs, strict=True):
-            td.set(key, value)
-        return td
-
-    return call
+    return PlainPolicy(module, list(policy.in_keys), list(policy.out_keys))
 
 
 def resolve_break(

@@ -30,6 +30,14 @@ def angle_normalize(x: torch.Tensor) -> torch.Tensor:
     return torch.remainder(x + math.pi, 2 * math.pi) - math.pi
 
 
+_HOOKS = ("_step", "_reset", "_dynamics", "_draw_initial", "_obs")
+
+
+def _observation(th: torch.Tensor, thdot: torch.Tensor) -> torch.Tensor:
+    """``[cos th, sin th, thdot]`` as float32, shape ``[*B, 3]``."""
+    return torch.stack([th.cos(), th.sin(), thdot], -1).to(torch.float32)
+
+
 class PendulumEnv(EnvBase):
     """Pendulum swing-up, Gymnasium's Pendulum-v1 dynamics, batched.
 
@@ -93,8 +101,14 @@ class PendulumEnv(EnvBase):
         self._t = torch.zeros(b, dtype=torch.int64, device=d)
 
     def _obs(self) -> torch.Tensor:
-        th, thdot = self._th, self._thdot
-        return torch.stack([th.cos(), th.sin(), thdot], -1).to(torch.float32)
+        return _observation(self._th, self._thdot)
+
+    def _draw_initial(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gymnasium's initial state: th ~ U(-pi, pi), thdot ~ U(-1, 1) (th drawn first)."""
+        b, d, gen = self.batch_size, self.device, self._generator
+        th = (2 * torch.rand(b, dtype=torch.float64, device=d, generator=gen) - 1) * math.pi
+        thdot = 2 * torch.rand(b, dtype=torch.float64, device=d, generator=gen) - 1
+        return th, thdot
 
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
         b, d = self.batch_size, self.device
@@ -103,12 +117,10 @@ class PendulumEnv(EnvBase):
         if tensordict is not None:
             th, thdot = tensordict.get("th", None), tensordict.get("thdot", None)
             mask = tensordict.get("_reset", None)
-        if th is None:
-            u = torch.rand(b, dtype=torch.float64, device=d, generator=self._generator)
-            th = (2 * u - 1) * math.pi
-        if thdot is None:
-            u = torch.rand(b, dtype=torch.float64, device=d, generator=self._generator)
-            thdot = 2 * u - 1
+        if th is None or thdot is None:
+            th0, thdot0 = self._draw_initial()
+            th = th0 if th is None else th
+            thdot = thdot0 if thdot is None else thdot
         th = th.to(device=d, dtype=torch.float64).reshape(b)
         thdot = thdot.to(device=d, dtype=torch.float64).reshape(b)
         if mask is None:
@@ -121,32 +133,53 @@ class PendulumEnv(EnvBase):
             self._t = torch.where(m, torch.zeros_like(self._t), self._t)
         return TensorDict({"observation": self._obs()}, batch_size=b, device=d)
 
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        b = self.batch_size
-        th, thdot = self._th, self._thdot
-        u = tensordict.get("action").clamp(-self.max_torque, self.max_torque).reshape(b)
+    def _dynamics(
+        self, th: torch.Tensor, thdot: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of Gymnasium's Pendulum-v1: ``(th', thdot', reward [*B, 1] float32)``."""
+        u = action.clamp(-self.max_torque, self.max_torque).reshape(self.batch_size)
         # Gymnasium multiplies the float32 torque by Python floats: float32 math.
         cost_u = (0.001 * (u * u)).to(torch.float64)
         torque = (3.0 / (self.m * self.length**2) * u).to(torch.float64)
-        costs = angle_normalize(th) ** 2 + 0.1 * thdot**2 + cost_u
-        gravity = 3 * self.g / (2 * self.length) * torch.sin(th)
-        newthdot = (thdot + (gravity + torque) * self.dt).clamp(-self.max_speed, self.max_speed)
-        self._th = th + newthdot * self.dt
-        self._thdot = newthdot
+        costs = angle_normalize(th).square_().add_(thdot.square().mul_(0.1)).add_(cost_u)
+        gravity = torch.sin(th).mul_(3 * self.g / (2 * self.length))
+        newthdot = (gravity.add_(torque).mul_(self.dt).add_(thdot)).clamp_(
+            -self.max_speed, self.max_speed
+        )
+        return th + newthdot * self.dt, newthdot, costs.neg_().to(torch.float32).unsqueeze(-1)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._th, self._thdot, reward = self._dynamics(
+            self._th, self._thdot, tensordict.get("action")
+        )
         self._t = self._t + 1
         truncated = (self._t >= self.max_episode_steps).unsqueeze(-1)
-        terminated = torch.zeros_like(truncated)
         return TensorDict(
             {
                 "observation": self._obs(),
-                "reward": (-costs).to(torch.float32).unsqueeze(-1),
-                "terminated": terminated,
+                "reward": reward,
+                "terminated": torch.zeros_like(truncated),
                 "truncated": truncated,
                 "done": truncated.clone(),
             },
-            batch_size=b,
+            batch_size=self.batch_size,
             device=self.device,
         )
+
+    def _fast_rollout(
+        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
+    ) -> TensorDictBase | None:
+        """Random-action rollouts on plain tensors (see ``rl_envs._pendulum_rollout``).
+
+        A subclass that overrides a hook gets the generic loop (which calls the hooks).
+        """
+        from rl_envs._pendulum_rollout import fast_rollout
+
+        cls = type(self)
+        if any(getattr(cls, h) is not getattr(PendulumEnv, h) for h in _HOOKS):
+            return None
+
+        return fast_rollout(self, root, max_steps, policy, mode)
 
     def get_state(self) -> dict[str, Any]:
         """The exact state: angles, velocities, step counters and the RNG (picklable).

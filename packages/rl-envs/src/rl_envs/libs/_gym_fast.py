@@ -22,12 +22,14 @@ know (e.g. state entries of a policy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rl_envs._rollout import PlainPolicy
 from rl_envs.libs import _gym_spaces as gs
 
 if TYPE_CHECKING:
@@ -94,10 +96,31 @@ def fast_rollout(
 
     n = T
     single = len(fns) == 1
-    fn0, nb0 = fns[0], next_bufs[0]
+    fn0, nb0, rb0 = fns[0], next_bufs[0], root_bufs[0]
+    plan: Any = None  # (module, input buffers, output stores, converter) once known
+    plan1: Any = None  # the same when there is one input and one output
+    module: Any = None
+    in_bufs: list[np.ndarray] = []
+    stores: list[list[torch.Tensor]] = []
+    convert: Any = None
+    in0: Any = None
+    store0: list[torch.Tensor] = []
+    conv0: Any = None
+    from_numpy = torch.from_numpy
     for t in range(T):
         if policy is None:
             action = seq[t]
+        elif plan1 is not None:  # one input, one output (the action): the common case
+            value = module(from_numpy(in0[t]))
+            store0.append(value)
+            action = conv0(value)
+        elif plan is not None:  # a PlainPolicy on tensors: no TensorDict per step
+            outs = module(*[from_numpy(buf[t]) for buf in in_bufs])
+            if not isinstance(outs, tuple):
+                outs = (outs,)
+            for store, value in zip(stores, outs, strict=True):
+                store.append(value)
+            action = convert(outs)
         else:
             if t == 0:
                 td = root
@@ -125,6 +148,15 @@ def fast_rollout(
             for k, store in extra.items():
                 store.append(td.get(k))
             action = w._actions_to_gym(td)
+            if t == 0 and not carried:
+                plan = _tensor_plan(w, policy, root_bufs, action_store, extra)
+                if plan is not None:
+                    module, in_bufs, stores, convert = plan
+                    single_leaf = len(w._act_leaves) == 1 and not w._act_leaves[0].path
+                    if len(in_bufs) == 1 and len(stores) == 1 and single_leaf:
+                        plan1 = plan
+                        in0, store0 = in_bufs[0], stores[0]
+                        conv0 = _converter(w, w._act_leaves[0])
         obs, r, te, tr, info = step(action)
         if single:
             nb0[t] = fn0(obs, info)
@@ -147,8 +179,11 @@ def fast_rollout(
                     for rb, value in zip(root_bufs, values, strict=True):
                         rb[t + 1] = value
         elif policy is not None and t < T - 1:
-            for rb, nb in zip(root_bufs, next_bufs, strict=True):
-                rb[t + 1] = nb[t]
+            if single:
+                rb0[t + 1] = nb0[t]
+            else:
+                for rb, nb in zip(root_bufs, next_bufs, strict=True):
+                    rb[t + 1] = nb[t]
 
     if policy is None:
         for rb, nb in zip(root_bufs, next_bufs, strict=True):
@@ -191,6 +226,82 @@ def fast_rollout(
     if w.device.type != "cpu":
         td = td.to(w.device)
     return td
+
+
+def _converter(w: GymWrapper, leaf: Any) -> Callable[[torch.Tensor], Any]:
+    """Action tensor -> Gymnasium action, as ``w._actions_to_gym`` does for one leaf."""
+    spaces = gs._gym().spaces
+    space, cat = leaf.space, w.categorical_action_encoding
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        if cat:
+            return lambda v: int(v) + start
+        return lambda v: int((v.detach() if v.requires_grad else v).numpy().argmax()) + start
+    if isinstance(space, spaces.Box):
+        dtype = space.dtype
+
+        def box(v: torch.Tensor) -> np.ndarray:
+            arr = (v.detach() if v.requires_grad else v).numpy()
+            return arr if arr.dtype == dtype else arr.astype(dtype)
+
+        return box
+
+    def generic(v: torch.Tensor) -> Any:
+        arr = gs.action_to_gym(leaf, v.detach(), cat)
+        return arr.item() if arr.ndim == 0 and arr.dtype.kind in "iu" else arr
+
+    return generic
+
+
+def _tensor_plan(
+    w: GymWrapper,
+    policy: Any,
+    root_bufs: list[np.ndarray],
+    action_store: list[list[torch.Tensor]],
+    extra: dict[Any, list[torch.Tensor]],
+) -> tuple[Any, list[np.ndarray], list[list[torch.Tensor]], Callable[[tuple], Any]] | None:
+    """How to run a :class:`PlainPolicy` on tensors, or ``None`` (TensorDict per step).
+
+    It applies when the policy reads only observations (without offsets) and writes
+    every action leaf plus extra root entries (not under ``"next"``): then a step is
+    ``module(*torch.from_numpy(rows))``, outputs appended to their stores, and the
+    actions converted for Gymnasium; the same values the TensorDict route produces.
+    """
+    if not isinstance(policy, PlainPolicy):
+        return None
+    position = {key: i for i, (key, *_) in enumerate(w._readers)}
+    in_bufs = []
+    for key in policy.in_keys:
+        i = position.get(_as_tuple(key))
+        if i is None or w._readers[i][3]:
+            return None
+        in_bufs.append(root_bufs[i])
+    leaves = w._act_leaves
+    leaf_index = {_as_tuple(leaf.key): j for j, leaf in enumerate(leaves)}
+    extra_by_key = {_as_tuple(k): store for k, store in extra.items()}
+    stores: list[list[torch.Tensor]] = []
+    action_out: dict[int, int] = {}
+    for o, key in enumerate(policy.out_keys):
+        k = _as_tuple(key)
+        if k in leaf_index and leaf_index[k] not in action_out:
+            action_out[leaf_index[k]] = o
+            stores.append(action_store[leaf_index[k]])
+        elif k in extra_by_key and k[0] != "next":
+            stores.append(extra_by_key.pop(k))
+        else:
+            return None
+    if len(action_out) != len(leaves) or extra_by_key:
+        return None
+    convs = [_converter(w, leaf) for leaf in leaves]
+    if len(leaves) == 1 and not leaves[0].path:
+        o, conv = action_out[0], convs[0]
+        return policy.module, in_bufs, stores, lambda outs: conv(outs[o])
+    outs_of = [action_out[j] for j in range(len(leaves))]
+
+    def convert(outs: tuple) -> Any:
+        return gs.assemble(leaves, [c(outs[o]) for c, o in zip(convs, outs_of, strict=True)])
+
+    return policy.module, in_bufs, stores, convert
 
 
 def _policy_root(w: GymWrapper) -> TensorDictBase:

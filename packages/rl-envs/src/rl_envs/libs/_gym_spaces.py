@@ -159,6 +159,8 @@ def action_to_gym(leaf: Leaf, value: torch.Tensor, categorical: bool) -> Any:
     """Converts an action tensor (any leading dims) to the numpy value gym expects."""
     spaces = _gym().spaces
     sp = leaf.space
+    if value.requires_grad:  # a policy run outside no_grad
+        value = value.detach()
     if value.device.type != "cpu":
         value = value.cpu()
     if isinstance(sp, spaces.Discrete):

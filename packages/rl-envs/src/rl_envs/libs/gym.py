@@ -384,6 +384,9 @@ class GymWrapper(EnvBase):
     ) -> TensorDictBase | None:
         if self._is_vector or mode == "all":
             return None
+        cls = type(self)
+        if cls._step is not GymWrapper._step or cls._reset is not GymWrapper._reset:
+            return None  # a subclass's hooks must run: the generic loop calls them
         from rl_envs.libs._gym_fast import fast_rollout
 
         return fast_rollout(self, root, max_steps, policy, mode)
