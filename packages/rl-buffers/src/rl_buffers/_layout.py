@@ -154,23 +154,40 @@ class Layout:
                 )
         return leaves
 
-    def build(self, leaves: list[torch.Tensor], batch_size: torch.Size) -> Any:
-        """Rebuilds data from leaves whose leading dims are ``batch_size``."""
+    def build(
+        self,
+        leaves: list[torch.Tensor],
+        batch_size: torch.Size,
+        extra: dict[str, torch.Tensor] | None = None,
+    ) -> Any:
+        """Rebuilds data from leaves whose leading dims are ``batch_size``.
+
+        Args:
+            leaves: one tensor per key of the layout, in its order.
+            batch_size: the leading dims of every leaf.
+            extra: entries added at the root of a TensorDict (e.g. the sampled
+                ``"index"``), unchecked: their leading dims must be ``batch_size``.
+                Building them in is cheaper than a validated ``set`` afterwards.
+        """
         if self.kind == "tensor":
             return leaves[0]
         if self.kind == "pytree":
             return pytree.tree_unflatten(leaves, self.treespec)
-        full = torch.Size([*batch_size, *self.item_batch])
-        return self._build_node(self._tree, leaves, full)
+        full = torch.Size([*batch_size, *self.item_batch]) if self.item_batch else batch_size
+        root = self._build_source(self._tree, leaves, full)
+        if extra:
+            root.update(extra)
+        return TensorDict._new_unsafe(root, batch_size=full)
 
-    def _build_node(
-        self, node: dict, leaves: list[torch.Tensor], batch_size: torch.Size
-    ) -> TensorDict:
-        source = {
-            name: (leaves[v] if isinstance(v, int) else self._build_node(v, leaves, batch_size))
-            for name, v in node.items()
-        }
-        return TensorDict._new_unsafe(source, batch_size=batch_size)
+    def _build_source(self, node: dict, leaves: list[torch.Tensor], batch_size: torch.Size) -> dict:
+        source = {}
+        for name, v in node.items():
+            if type(v) is int:
+                source[name] = leaves[v]
+            else:
+                sub = self._build_source(v, leaves, batch_size)
+                source[name] = TensorDict._new_unsafe(sub, batch_size=batch_size)
+        return source
 
     def to_meta(self) -> dict:
         """A JSON-able description (pytree layouts are not JSON-able: they pickle)."""

@@ -125,8 +125,8 @@ class HERReplayBuffer(TensorDictReplayBuffer):
             self._cache = (count, locate(self._storage, end_key=self.end_key, traj_key=None))
         return self._cache[1]
 
-    def _post_sample(self, data: Any, info: dict[str, Any]) -> Any:
-        data = super()._post_sample(data, info)
+    def _post_sample(self, data: Any, info: dict[str, Any], written: bool = False) -> Any:
+        data = super()._post_sample(data, info, written)
         position = info["index"].cpu()
         relabel = torch.rand(position.shape) < self.her_ratio
         data.set("her_relabelled", relabel.to(data.device or "cpu"))

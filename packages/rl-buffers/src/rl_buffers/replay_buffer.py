@@ -152,18 +152,23 @@ class ReplayBuffer:
     def _sample_once(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size)
-            data = self._storage.get(index)
-        info["index"] = index
+            info["index"] = index
+            data, written = self._read(index, info)
         if self._collate_fn is not None:
             data = self._collate_fn(data)
-        data = self._post_sample(data, info)
+        data = self._post_sample(data, info, written)
         if self._pin_memory:
             data = data.pin_memory()
         if self._transform is not None:
             data = self._transform(data)
         return data, info
 
-    def _post_sample(self, data: Any, info: dict[str, Any]) -> Any:
+    def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
+        """The items at ``index``, and whether the buffer's own entries are already in them."""
+        return self._storage.get(index), False
+
+    def _post_sample(self, data: Any, info: dict[str, Any], written: bool = False) -> Any:
+        """Adds the buffer's entries to a sampled batch (unless ``written`` by :meth:`_read`)."""
         return data
 
     def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:

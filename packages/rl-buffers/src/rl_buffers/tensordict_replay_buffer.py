@@ -13,6 +13,7 @@ from rl_buffers.samplers.prioritized import PrioritizedSampler
 from rl_buffers.segment_tree import Backend
 from rl_buffers.storages.base import Storage
 from rl_buffers.storages.list_storage import ListStorage
+from rl_buffers.storages.tensor_storage import TensorStorage
 from rl_buffers.writers import TensorDictRoundRobinWriter
 
 
@@ -51,14 +52,35 @@ class TensorDictReplayBuffer(ReplayBuffer):
     def _ignored_keys(self) -> tuple:
         return (("index",), self.priority_weight_key)
 
-    def _post_sample(self, data: Any, info: dict[str, Any]) -> Any:
+    def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
+        storage = self._storage
+        layout = getattr(storage, "layout", None)
+        # Fast path: a tensor storage builds the sampled TensorDict with "index" (and a
+        # root-level weight) already in it, which saves a validated set() per entry.
+        if (
+            self._collate_fn is None
+            and isinstance(storage, TensorStorage)
+            and layout is not None
+            and layout.kind == "tensordict"
+            and not layout.item_batch
+            and (len(self.priority_weight_key) == 1 or "_weight" not in info)
+        ):
+            extra = {"index": index}
+            weight = info.get("_weight")
+            if weight is not None:
+                extra[self.priority_weight_key[0]] = weight.cpu()
+            return storage.get(index, extra), True
+        return storage.get(index), False
+
+    def _post_sample(self, data: Any, info: dict[str, Any], written: bool = False) -> Any:
         if isinstance(data, TensorDictBase):
-            index = info["index"]
-            if isinstance(self._storage, ListStorage):
-                data = data.exclude("index", self.priority_weight_key)
-            data.set("index", index.to(data.device) if data.device is not None else index)
-            if "_weight" in info:
-                data.set(self.priority_weight_key, info["_weight"].to(data.device or "cpu"))
+            if not written:
+                index = info["index"]
+                if isinstance(self._storage, ListStorage):
+                    data = data.exclude("index", self.priority_weight_key)
+                data.set("index", index.to(data.device) if data.device is not None else index)
+                if "_weight" in info:
+                    data.set(self.priority_weight_key, info["_weight"].to(data.device or "cpu"))
             data = self._sampler.annotate(data, info)
         return data
 

@@ -223,10 +223,18 @@ class TensorStorage(Storage):
     def _after_write(self) -> None:
         """Hook for storages that persist their length (memory-mapped ones)."""
 
-    def get(self, index: torch.Tensor) -> Any:
+    def get(self, index: torch.Tensor, extra: dict[str, torch.Tensor] | None = None) -> Any:
+        """Reads the items at ``index``.
+
+        Args:
+            index: ``[n]`` positions (1-d storages) or ``[n, 2]`` ``(env, time)`` pairs.
+            extra: root entries added to a sampled TensorDict as it is built
+                (the buffer's ``"index"``); ignored for tensor and pytree layouts.
+        """
         if self._layout is None:
             raise RuntimeError(f"{type(self).__name__} is empty: write data before reading it.")
-        index = index.to(self.device)
+        if index.device != self.device:
+            index = index.to(self.device)
         if self.ndim == 1:
             out = [buf.index_select(0, index) for buf in self._leaves]
             batch = index.shape
@@ -235,11 +243,11 @@ class TensorStorage(Storage):
             out = [buf[env, t] for buf in self._leaves]
             batch = env.shape
         if self._compact is None:
-            return self._layout.build(out, batch)
+            return self._layout.build(out, batch, extra)
         derived = self._compact.derive(index, [self._leaves[i] for i in self._compact_pos])
         by_key = dict(zip(self._layout.keys, out, strict=False))
         by_key.update(zip(self._next_keys, derived, strict=False))
-        return self._full_layout.build([by_key[k] for k in self._full_layout.keys], batch)
+        return self._full_layout.build([by_key[k] for k in self._full_layout.keys], batch, extra)
 
     def get_leaf(self, key: NestedKey) -> torch.Tensor:
         """The stored values of one entry over the filled range: ``[len]`` or ``[envs, filled]``."""
