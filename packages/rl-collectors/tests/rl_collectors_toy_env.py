@@ -128,6 +128,17 @@ class ToyEnvWithStepAndMaybeReset(ToyEnv):
         return tensordict, nxt
 
 
+class StatefulToyEnv(ToyEnv):
+    """Same env, able to save and restore its exact state (``get_state`` / ``set_state``)."""
+
+    def get_state(self) -> dict[str, torch.Tensor]:
+        return {k: getattr(self, k).clone() for k in ("_step", "_episode", "_done")}
+
+    def set_state(self, state: dict[str, torch.Tensor]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value.clone())
+
+
 def make_toy_env(**kwargs: object) -> ToyEnv:
     """Picklable constructor used by the multiprocess and Ray tests."""
     return ToyEnv(**kwargs)

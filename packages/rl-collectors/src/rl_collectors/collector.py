@@ -400,7 +400,14 @@ class Collector:
 
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """What :meth:`load_state_dict` needs to resume: counters, policy and env state."""
+        """What :meth:`load_state_dict` needs to resume: counters, policy and env state.
+
+        When the env can save its exact state (``env.get_state()``, see
+        ``docs/contract.md``), the state also holds it together with the step the
+        collector carries over to the next batch, so a resumed collector continues
+        the very trajectories in flight, bit for bit. Otherwise it restarts them
+        from a reset after loading.
+        """
         state: dict[str, Any] = {
             "frames": self._frames,
             "iter": self._iter,
@@ -414,13 +421,33 @@ class Collector:
         env_state = getattr(self.env, "state_dict", None)
         if callable(env_state):
             state["env_state_dict"] = env_state()
+        live = self._live_state()
+        if live is not None:
+            state["live"] = live
         return state
+
+    def _live_state(self) -> dict[str, Any] | None:
+        """The env's exact state plus the carried-over step, or ``None`` if it cannot be saved."""
+        get_state = getattr(self.env, "get_state", None)
+        if self._root is None or not callable(get_state):
+            return None
+        try:
+            env_state = get_state()
+        except NotImplementedError:
+            return None
+        return {
+            "env": env_state,
+            "root": self._root.clone(),
+            "traj_ids": self._traj_ids.clone(),
+            "step_count": self._step_count.clone(),
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`: frame accounting and trajectory ids continue.
 
-        The env restarts from a reset (a live simulator state cannot be restored in
-        general); the trajectories that follow get new ids.
+        With a saved live state (an env with ``get_state``/``set_state``) the
+        trajectories in flight continue exactly; without one the env restarts from
+        a reset and the trajectories that follow get new ids.
         """
         missing = {"frames", "iter", "traj_counter"} - set(state_dict)
         if missing:
@@ -436,6 +463,18 @@ class Collector:
         if "env_state_dict" in state_dict and callable(getattr(self.env, "load_state_dict", None)):
             self.env.load_state_dict(state_dict["env_state_dict"])
         self._root = None
+        live = state_dict.get("live")
+        if live is not None:
+            set_state = getattr(self.env, "set_state", None)
+            if not callable(set_state):
+                raise TypeError(
+                    f"this state holds a live env state but {type(self.env).__name__} has no "
+                    "set_state(); resume with the same kind of env that saved it."
+                )
+            set_state(live["env"])
+            self._root = live["root"].clone()
+            self._traj_ids.copy_(live["traj_ids"])
+            self._step_count.copy_(live["step_count"])
         self._iterator = None
 
     # -- lifecycle --------------------------------------------------------------------------
