@@ -164,3 +164,21 @@ def test_prioritized_td_buffer_keys_and_priority_key():
     s["td_error"] = torch.full((20,), 1.0)
     rb.update_tensordict_priority(s)
     assert torch.allclose(rb.sampler.priorities()[3], torch.tensor(1.0 + 1e-8))
+
+
+@pytest.mark.parametrize("weight_key", ["_weight", ("meta", "w")])  # built in / set afterwards
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_sampled_tensordict_carries_index_and_weight(weight_key, ndim):
+    rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, storage=LazyTensorStorage(40, ndim=ndim),
+                                           priority_weight_key=weight_key, backend="torch")  # fmt: skip
+    data = transitions(20) if ndim == 1 else torch.stack([transitions(10), transitions(10, 10)])
+    rb.extend(data)
+    rb.update_priority(rb.sample(5)["index"], torch.rand(5) + 0.5)
+    s, info = rb.sample(16, return_info=True)
+    assert s.batch_size == (16,) and s.device is None
+    assert torch.equal(s["index"], info["index"]) and torch.equal(s[weight_key], info["_weight"])
+    flat = data if ndim == 1 else data.reshape(-1)
+    pos = info["index"] if ndim == 1 else info["index"][:, 0] * 10 + info["index"][:, 1]
+    assert torch.equal(s["observation"], flat["observation"][pos])
+    with pytest.raises(RuntimeError):  # later writes are still validated
+        s.set("bad", torch.zeros(3))
