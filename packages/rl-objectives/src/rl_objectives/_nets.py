@@ -1,22 +1,41 @@
-"""Small helpers to call TensorDict networks: key selection, parameter swaps, action spaces."""
+"""Small helpers to call TensorDict networks: key selection, parameter swaps, action spaces.
+
+Losses call the user's networks many times per step, and a ``TensorDictModule`` call costs
+more than the small MLPs it wraps (dispatch, key selection, output wrapping: on tensordict
+0.14 about 150 us per output tensor). :func:`output_of` and :func:`dist_of` therefore call
+the wrapped ``nn.Module`` directly on the input tensors when the wrapper is a plain
+``TensorDictModule`` (or a ``[TensorDictModule, ProbabilisticTensorDictModule]`` actor) with
+no hooks, no ``method`` and positional ``in_keys``; anything else goes through the module's
+own ``forward``, with the same result.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import (
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
 from tensordict.utils import NestedKey
+from torch import distributions as D
 from torch import nn
+from torch.nn.modules import module as _torch_module
 
 __all__ = [
     "action_space_name",
     "call",
     "chosen_value",
+    "dist_of",
     "in_keys_of",
     "make_qvalue_networks",
+    "output_of",
     "with_params",
 ]
 
@@ -48,6 +67,96 @@ def call(
     td_in = td.select(*in_keys_of(module), strict=False)
     with with_params(params, module):
         return module(td_in)
+
+
+def _no_hooks(module: nn.Module) -> bool:
+    return not (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or _torch_module._global_forward_hooks
+        or _torch_module._global_forward_pre_hooks
+    )
+
+
+def _plain_module(module: nn.Module) -> bool:
+    """A ``TensorDictModule`` whose call is ``module.module(*td[in_keys])`` written to ``out_keys``."""
+    return (
+        type(module) is TensorDictModule
+        and module.method is None
+        and not module.method_kwargs
+        and getattr(module, "_kwargs", None) is None
+        and "_" not in module.out_keys
+        and _no_hooks(module)
+    )
+
+
+def _direct_outputs(
+    module: TensorDictModule, td: TensorDictBase, overrides: Mapping[NestedKey, torch.Tensor]
+) -> dict[NestedKey, Any] | None:
+    """Outputs of a plain module by key, or ``None`` when an input is missing."""
+    inputs = []
+    for key in module.in_keys:
+        value = overrides[key] if key in overrides else td.get(key, None)
+        if value is None:
+            return None
+        inputs.append(value)
+    out = module.module(*inputs)
+    if not isinstance(out, tuple):
+        out = (out,)
+    if len(out) != len(module.out_keys):
+        return None
+    return dict(zip(module.out_keys, out, strict=True))
+
+
+def output_of(
+    module: nn.Module,
+    td: TensorDictBase,
+    key: NestedKey,
+    params: TensorDictBase | None = None,
+    overrides: Mapping[NestedKey, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """The ``key`` output of ``module`` on ``td`` (entries in ``overrides`` replace ``td``'s).
+
+    Args:
+        module: a TensorDict module.
+        td: the input data.
+        key: the output entry wanted.
+        params: parameters swapped in for the call (the module's own when ``None``).
+        overrides: input entries to use instead of ``td``'s (e.g. a freshly sampled action).
+    """
+    overrides = overrides or {}
+    with with_params(params, module):
+        if _plain_module(module) and key in module.out_keys:
+            outputs = _direct_outputs(module, td, overrides)
+            if outputs is not None:
+                return outputs[key]
+        td_in = td.select(*in_keys_of(module), strict=False)
+        for name, value in overrides.items():
+            td_in.set(name, value)
+        return module(td_in).get(key)
+
+
+def dist_of(
+    actor: nn.Module, td: TensorDictBase, params: TensorDictBase | None = None
+) -> D.Distribution:
+    """``actor.get_dist(td)`` with optional parameters, skipping wrapper overhead when safe."""
+    with with_params(params, actor):
+        mods = getattr(actor, "module", None)
+        if (
+            type(actor) is ProbabilisticTensorDictSequential
+            and not getattr(actor, "return_composite", False)
+            and len(mods) == 2
+            and _plain_module(mods[0])
+            and type(mods[1]) is ProbabilisticTensorDictModule
+            and _no_hooks(actor)
+        ):
+            outputs = _direct_outputs(mods[0], td, {})
+            if outputs is not None:
+                for key in mods[1].in_keys:
+                    if key not in outputs:
+                        outputs[key] = td.get(key)
+                return mods[1].get_dist(TensorDict(outputs, batch_size=td.batch_size))
+        return actor.get_dist(td.select(*in_keys_of(actor), strict=False))
 
 
 def make_qvalue_networks(qvalue_network: nn.Module | list[nn.Module], num: int) -> nn.ModuleList:

@@ -14,7 +14,7 @@ from tensordict.utils import NestedKey
 from torch import distributions as D
 from torch import nn
 
-from rl_objectives._nets import call, in_keys_of, with_params
+from rl_objectives._nets import dist_of, output_of
 from rl_objectives._pg import (
     critic_loss,
     entropy_of,
@@ -196,9 +196,7 @@ class PPOLoss(LossModule):
         return advantage
 
     def _dist(self, td: TensorDictBase, params: TensorDictBase | None = None) -> D.Distribution:
-        actor = self.actor_network
-        with with_params(params, actor):
-            return actor.get_dist(td.select(*in_keys_of(actor), strict=False))
+        return dist_of(self.actor_network, td, params)
 
     def _log_weight(self, td: TensorDictBase) -> tuple[torch.Tensor, D.Distribution, torch.Tensor]:
         """``log(pi / pi_old)`` per sample ``[*B]``, the distribution, and ``kl_approx``."""
@@ -232,7 +230,7 @@ class PPOLoss(LossModule):
         target = self._get(td, "value_target")
         old_value = self._get(td, "value") if self.clip_value else None
         td_in = td.detach() if self.separate_losses else td
-        value = call(self.critic_network, td_in, self._critic_params()).get(keys.value)
+        value = output_of(self.critic_network, td_in, keys.value, self._critic_params())
         loss, clip_fraction = critic_loss(
             target, value, self.loss_critic_type, self.clip_value, old_value
         )

@@ -12,7 +12,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._alpha import Temperature, sum_to_batch
-from rl_objectives._nets import in_keys_of, make_qvalue_networks, with_params
+from rl_objectives._nets import dist_of, make_qvalue_networks, output_of, with_params
 from rl_objectives.common import LossModule
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
@@ -167,10 +167,7 @@ class SACLoss(LossModule):
     def _sample(
         self, td: TensorDictBase, params: TensorDictBase | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        actor = self.actor_network
-        td_in = td.select(*in_keys_of(actor), strict=False)
-        with with_params(params, actor):
-            dist = actor.get_dist(td_in)
+        dist = dist_of(self.actor_network, td, params)
         action = dist.rsample()
         return action, sum_to_batch(dist.log_prob(action), td.ndim)
 
@@ -178,11 +175,9 @@ class SACLoss(LossModule):
         self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
     ) -> torch.Tensor:
         nets = self.qvalue_network
-        td_in = td.select(*in_keys_of(nets[0]), strict=False)
-        td_in.set(self.tensor_keys.action, action)
-        key = self.tensor_keys.state_action_value
+        key, overrides = self.tensor_keys.state_action_value, {self.tensor_keys.action: action}
         with with_params(params, nets):
-            values = [net(td_in.copy()).get(key) for net in nets]
+            values = [output_of(net, td, key, overrides=overrides) for net in nets]
         return torch.stack(values, 0).squeeze(-1)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
