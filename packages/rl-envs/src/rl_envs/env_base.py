@@ -644,6 +644,7 @@ _STATEFUL_ENVS = (
     "GymEnv/GymWrapper (single envs and gymnasium.vector.SyncVectorEnv; not AsyncVectorEnv)",
     "PendulumEnv",
     "DMControlEnv/DMControlWrapper",
+    "TransformedEnv and SerialEnv over envs that support it",
 )
 
 

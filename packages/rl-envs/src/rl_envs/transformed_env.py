@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from tensordict import TensorDictBase
@@ -220,6 +221,20 @@ class TransformedEnv(EnvBase):
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seeds the base env; returns the seed for the next env."""
         return self.base_env.set_seed(seed, static_seed=static_seed)
+
+    def get_state(self) -> dict[str, Any]:
+        """The base env's exact state and the transforms' buffers (e.g. VecNorm statistics).
+
+        Per-step transform state that lives in the TensorDict (step counts, episode
+        rewards, stacked frames) travels with the data, not here.
+        """
+        buffers = copy.deepcopy(self.transform.state_dict())
+        return {"base_env": self.base_env.get_state(), "transform": buffers}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result into this env (same transform stack)."""
+        self.base_env.set_state(state["base_env"])
+        self.transform.load_state_dict(state["transform"])
 
     def close(self) -> None:
         """Closes the base env."""

@@ -137,6 +137,23 @@ class SerialEnv(EnvBase):
             return seed
         return seed + self.num_workers
 
+    def get_state(self) -> dict[str, Any]:
+        """The exact state of every sub-env (each must implement ``get_state``)."""
+        self._check_open()
+        return {"envs": [env.get_state() for env in self.envs]}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result, sub-env by sub-env."""
+        self._check_open()
+        states = state["envs"]
+        if len(states) != len(self.envs):
+            raise ValueError(
+                f"SerialEnv.set_state: the state holds {len(states)} sub-envs, this env has "
+                f"{len(self.envs)}; restore into a SerialEnv built like the one that saved it."
+            )
+        for env, sub_state in zip(self.envs, states, strict=True):
+            env.set_state(sub_state)
+
     def close(self) -> None:
         """Closes the sub-envs; calling it again does nothing."""
         if not self._closed:
