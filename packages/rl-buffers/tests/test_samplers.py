@@ -147,3 +147,17 @@ def test_prioritized_slice_sampler_follows_priorities():
     _check_slices(s, 3)
     assert all((s["index"].view(3, 3) == 50).any(-1))
     assert "_weight" in s
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), float("-inf")])
+def test_priority_check_finds_each_bad_value_and_accepts_huge_finite_ones(bad):
+    sampler = PrioritizedSampler(4, 1.0, 1.0, eps=0.0, backend="torch", dtype=torch.float64)
+    sampler.extend(torch.arange(4))
+    with pytest.raises(ValueError, match=r"finite and >= 0.*at positions \[2\]"):
+        sampler.update_priority(torch.arange(4), torch.tensor([1.0, 2.0, bad, 3.0]))
+    assert sampler.priorities().tolist() == [1.0] * 4
+    huge = torch.full((4,), 1e308, dtype=torch.float64)  # the sum overflows, no value is bad
+    sampler.update_priority(torch.arange(4), huge)
+    assert torch.equal(sampler.priorities(), huge)
+    with pytest.raises(IndexError, match="holds 4 priorities"):
+        sampler.extend(torch.tensor([4]))

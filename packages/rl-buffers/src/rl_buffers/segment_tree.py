@@ -115,6 +115,15 @@ class _SegmentTree:
         value = torch.as_tensor(value, dtype=self.tree.dtype, device=self.device)
         value = value.expand(index.shape) if value.numel() == 1 else value.reshape(-1)
         self._check_index(index)
+        self.update_checked(index, value)
+
+    def update_checked(self, index: torch.Tensor, value: torch.Tensor) -> None:
+        """:meth:`update` for inputs the caller has checked: no conversion, no range check.
+
+        Args:
+            index: ``[n]`` int64 leaves in ``[0, size)``, on the tree's device.
+            value: ``[n]`` values of the tree's dtype, on the tree's device.
+        """
         if self._ops is None:
             _ref.update(self.tree, self.capacity, index, value, self._op)
         elif self.backend == "cuda":

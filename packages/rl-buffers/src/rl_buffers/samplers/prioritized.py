@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -13,6 +14,12 @@ from rl_buffers.storages.base import Storage
 
 def check_priority(priority: torch.Tensor) -> None:
     """Raises ``ValueError`` if any priority is negative or not finite (nothing is written)."""
+    if priority.numel() == 0:
+        return
+    # Two reductions settle the common case: min is NaN if any entry is, and a finite
+    # sum of values >= 0 excludes inf. Only a suspicious update pays the elementwise check.
+    if float(priority.min()) >= 0 and math.isfinite(float(priority.sum())):
+        return
     bad = ~torch.isfinite(priority) | (priority < 0)
     if bool(bad.any()):
         where = bad.reshape(-1).nonzero().squeeze(-1)[:5].tolist()
@@ -102,6 +109,11 @@ class PrioritizedSampler(Sampler):
     def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
         positions = self._positions(index, storage)
         positions = positions[positions >= 0]
+        if positions.numel() and int(positions.max()) >= self.max_capacity:
+            raise IndexError(
+                f"PrioritizedSampler: position {int(positions.max())} was written but the sampler "
+                f"holds {self.max_capacity} priorities: build it with the storage's max_size."
+            )
         if positions.numel():
             self._write(
                 positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64)
@@ -158,9 +170,11 @@ class PrioritizedSampler(Sampler):
         if not positions.numel():
             return
         self._max_priority = max(self._max_priority, float(raw.max()))
-        value = torch.pow(raw + self.eps, self.alpha).to(self.dtype)
-        self._sum_tree.update(positions, value)
-        self._min_tree.update(positions, value)
+        value = torch.pow(raw + self.eps, self.alpha).to(device=self.device, dtype=self.dtype)
+        # positions were range-checked by the callers (update_priority, or written by a writer)
+        positions = positions.to(device=self.device, dtype=torch.long)
+        self._sum_tree.update_checked(positions, value)
+        self._min_tree.update_checked(positions, value)
 
     def reduce(self, priority: torch.Tensor) -> torch.Tensor:
         """Reduces ``[batch, ...]`` priorities to ``[batch]`` with ``self.reduction``."""
