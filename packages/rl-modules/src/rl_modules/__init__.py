@@ -2,7 +2,7 @@
 
 from importlib.metadata import version as _version
 
-from tensordict.nn import NormalParamExtractor
+from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor
 
 from rl_modules.actors import (
     Actor,
@@ -35,7 +35,6 @@ from rl_modules.exploration import (
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
 from rl_modules.networks import (
     MLP,
-    AddStateIndependentNormalScale,
     ConvNet,
     DdpgMlpActor,
     DdpgMlpQNet,

@@ -6,11 +6,9 @@ from rl_modules.networks.ensemble import Ensemble, StackedParams
 from rl_modules.networks.mlp import MLP
 from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP
 from rl_modules.networks.noisy import NoisyLinear
-from rl_modules.networks.scale import AddStateIndependentNormalScale
 
 __all__ = [
     "MLP",
-    "AddStateIndependentNormalScale",
     "ConvNet",
     "DdpgMlpActor",
     "DdpgMlpQNet",
