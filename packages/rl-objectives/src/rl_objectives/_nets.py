@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -51,13 +51,41 @@ def in_keys_of(module: nn.Module) -> list[NestedKey]:
     return list(keys)
 
 
+@contextlib.contextmanager
+def _swapped(params: TensorDictBase, module: nn.Module) -> Iterator[None]:
+    """Put ``params``' leaves in the modules' ``_parameters`` / ``_buffers`` dicts, then restore.
+
+    A plain dict swap (what ``torch.func.functional_call`` does with ``setattr``), without the
+    per-leaf TensorDict bookkeeping of ``to_module``; used in eager mode only.
+    """
+    saved = []
+    try:
+        for key, value in params.items(include_nested=True, leaves_only=True):
+            key = (key,) if isinstance(key, str) else key
+            owner = module
+            for name in key[:-1]:
+                owner = owner._modules[name]
+            slots = owner._parameters if key[-1] in owner._parameters else owner._buffers
+            saved.append((slots, key[-1], slots[key[-1]]))
+            slots[key[-1]] = value
+        yield
+    finally:
+        for slots, name, old in reversed(saved):
+            slots[name] = old
+
+
 def with_params(
     params: TensorDictBase | None, module: nn.Module
 ) -> contextlib.AbstractContextManager:
-    """Run ``module`` with ``params`` swapped in (its own parameters when ``None``)."""
+    """Run ``module`` with ``params`` swapped in (its own parameters when ``None``).
+
+    ``params`` must have ``module``'s structure (``TensorDict.from_module(module)``).
+    """
     if params is None:
         return contextlib.nullcontext()
-    return params.to_module(module, preserve_module_state=False)
+    if torch.compiler.is_compiling():
+        return params.to_module(module, preserve_module_state=False)
+    return _swapped(params, module)
 
 
 def call(
