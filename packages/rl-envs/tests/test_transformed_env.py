@@ -169,3 +169,19 @@ def test_fast_rollout_matches_step_by_step(break_when_any_done):
     assert not TransformedEnv(
         PendulumEnv(), StepCounter(max_steps=3)
     ).transform._supports_rollout_map()
+
+
+def test_policy_state_written_under_next_survives_a_primer():
+    from rl_envs import PendulumEnv, TensorDictPrimer, Unbounded
+
+    env = TransformedEnv(PendulumEnv(), TensorDictPrimer(state=Unbounded(shape=(2,))))
+
+    def policy(td):
+        td.set("action", torch.zeros(1))
+        td.set(("next", "state"), td.get("state") + 1)  # what a recurrent policy does
+        return td
+
+    rollout = env.rollout(4, policy)
+    # the state counts steps: each step's next state is the policy's, carried to the next root
+    assert rollout["next", "state"][:, 0].tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert rollout["state"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -7,7 +7,7 @@ from typing import Any
 
 from tensordict import TensorDictBase
 
-from rl_envs.env_base import EnvBase
+from rl_envs.env_base import EnvBase, keep_preset_next
 from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
@@ -19,6 +19,17 @@ def _flatten(compose: Compose) -> list[Transform]:
     for t in compose.transforms:
         out.extend(_flatten(t) if isinstance(t, Compose) else [t])
     return out
+
+
+def _keep_policy_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
+    """Entries a policy wrote under ``"next"`` (recurrent states) reach the transforms.
+
+    Without this, a ``TensorDictPrimer`` would fill ``("next", state)`` with the old
+    root value and the policy's new state would be lost.
+    """
+    preset = tensordict.get("next", None)
+    if preset is not None:
+        keep_preset_next(preset, next_td)
 
 
 class TransformedEnv(EnvBase):
@@ -181,6 +192,7 @@ class TransformedEnv(EnvBase):
             or next_td.get("truncated", None) is None
         ):
             self.base_env._fill_missing_done(next_td, reset=False)
+        _keep_policy_next(tensordict, next_td)
         return self.transform._step(tensordict, next_td)
 
     def _step_below(self, transform: Transform, tensordict: TensorDictBase) -> TensorDictBase:
@@ -195,6 +207,7 @@ class TransformedEnv(EnvBase):
             preceding.append(t)
         next_td = self.base_env._step(tensordict)
         self.base_env._fill_missing_done(next_td, reset=False)
+        _keep_policy_next(tensordict, next_td)
         for t in preceding:
             next_td = t._step(tensordict, next_td)
         return next_td
