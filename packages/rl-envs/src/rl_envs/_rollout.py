@@ -140,11 +140,29 @@ def _stack(
 ) -> TensorDictBase:
     if not return_contiguous:
         return LazyStackedTensorDict.lazy_stack(steps, dim)
+    _check_same_keys(steps)
     if out is None:
         return torch.stack(steps, dim)
     view = out[(slice(None),) * dim + (slice(0, len(steps)),)]
     view.update_(torch.stack(steps, dim))
     return view
+
+
+def _check_same_keys(steps: list[TensorDictBase]) -> None:
+    """Steps must share their keys to stack; name the ones that came or went, and the fix."""
+    first = set(steps[0].keys(True, True))
+    for t, step in enumerate(steps[1:], start=1):
+        keys = set(step.keys(True, True))
+        if keys != first:
+            came = sorted(map(str, keys - first))
+            went = sorted(map(str, first - keys))
+            raise RuntimeError(
+                f"rollout: step {t} holds keys that step 0 did not (new: {came}, gone: {went}). "
+                "An entry that appears after the first step is usually a state written by the "
+                "policy (e.g. a recurrent state) that the env does not declare: add a "
+                "TensorDictPrimer for it (env.append_transform(module.make_tensordict_primer())), "
+                "or pass return_contiguous=False to get a lazy stack."
+            )
 
 
 def _check_out(out: TensorDictBase, batch_size: torch.Size, max_steps: int) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from tensordict import TensorDictBase
 
 from rl_envs.env_base import EnvBase, keep_preset_next
 from rl_envs.transforms.compose import Compose
+from rl_envs.transforms.primer import primer_from_mapping
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
 __all__ = ["TransformedEnv"]
@@ -19,6 +21,12 @@ def _flatten(compose: Compose) -> list[Transform]:
     for t in compose.transforms:
         out.extend(_flatten(t) if isinstance(t, Compose) else [t])
     return out
+
+
+def _as_transform(transform: Any) -> Transform:
+    if isinstance(transform, Mapping) and not isinstance(transform, Transform):
+        return primer_from_mapping(transform)
+    return transform
 
 
 def _keep_policy_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
@@ -124,13 +132,18 @@ class TransformedEnv(EnvBase):
         self._needs_inv = any(t._has_inverse() for t in _flatten(self.transform))
 
     # ------------------------------------------------------------- the stack
-    def append_transform(self, transform: Transform) -> TransformedEnv:
-        """Adds ``transform`` at the end of the stack; returns the env."""
-        self.transform.append(transform)
+    def append_transform(self, transform: Transform | Mapping[Any, Any]) -> TransformedEnv:
+        """Adds ``transform`` at the end of the stack; returns the env.
+
+        A ``{key: spec-like}`` mapping (e.g. ``lstm.make_tensordict_primer()``) becomes a
+        :class:`TensorDictPrimer`, as in TorchRL.
+        """
+        self.transform.append(_as_transform(transform))
         return self
 
     def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
         """Inserts ``transform`` at ``index`` of the stack; returns the env."""
+        transform = _as_transform(transform)
         self.transform.insert(index, transform)
         return self
 

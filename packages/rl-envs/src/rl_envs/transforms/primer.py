@@ -8,10 +8,35 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs.specs import TensorSpec, Unbounded
 from rl_envs.transforms._utils import NestedKey, masked_fill_reset
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
 DefaultValue = float | Callable[[], torch.Tensor]
+
+
+def _as_tensor_spec(key: NestedKey, spec: Any) -> Any:
+    """A spec-like object (``shape``, ``dtype``, ``device``; e.g. rl_modules' states) as ``Unbounded``."""
+    if isinstance(spec, TensorSpec) or hasattr(spec, "lock_"):
+        return spec
+    if not (hasattr(spec, "shape") and hasattr(spec, "dtype")):
+        raise TypeError(
+            f"TensorDictPrimer: the primer for {key!r} is a {type(spec).__name__}; expected a spec "
+            "(e.g. Unbounded(shape=...)) or a spec-like object with shape and dtype."
+        )
+    return Unbounded(shape=spec.shape, dtype=spec.dtype, device=getattr(spec, "device", None))
+
+
+def primer_from_mapping(description: Mapping[NestedKey, Any]) -> TensorDictPrimer:
+    """A ``TensorDictPrimer`` from a ``{key: spec-like}`` mapping such as
+    ``LSTMModule.make_tensordict_primer()`` returns (its ``default_value`` and
+    ``reset_key`` attributes are used when present)."""
+    return TensorDictPrimer(
+        dict(description),
+        default_value=getattr(description, "default_value", None),
+        reset_key=getattr(description, "reset_key", None),
+        expand_specs=getattr(description, "expand_specs", None),
+    )
 
 
 class TensorDictPrimer(Transform):
@@ -60,6 +85,7 @@ class TensorDictPrimer(Transform):
             )
             entries.update({k: primers[k] for k in keys})
         entries.update(kwargs)
+        entries = {key: _as_tensor_spec(key, spec) for key, spec in entries.items()}
         if not entries:
             raise ValueError("TensorDictPrimer needs at least one primer: pass key=spec.")
         if random and default_value is not None:

@@ -201,7 +201,7 @@ class _RecurrentModule(TensorDictModuleBase):
             f"{type(self).__name__}: the input has no recurrent state {self.state_keys} {why} "
             f"(it holds {present}). The env does not carry the policy's state from step to step, "
             "so every step would silently restart from zeros. Fix: add the primer, e.g. "
-            "env.append_transform(module.make_tensordict_primer(TensorDictPrimer, Unbounded)), "
+            "env.append_transform(module.make_tensordict_primer()), "
             f"and an InitTracker transform writing {self.is_init_key!r}."
         )
 
