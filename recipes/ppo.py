@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunLogger,
     Stopwatch,
+    evaluate,
     load_checkpoint,
     parse_config,
     plot_learning_curve,
@@ -46,12 +47,10 @@ from rl_envs import (
 from rl_modules import (
     MLP,
     AddStateIndependentNormalScale,
-    ExplorationType,
     OneHotCategorical,
     ProbabilisticActor,
     TanhNormal,
     ValueOperator,
-    set_exploration_type,
 )
 from rl_objectives import GAE, ClipPPOLoss
 
@@ -167,15 +166,6 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
     return actor, critic
 
 
-def evaluate(env: TransformedEnv, actor: ProbabilisticActor, episodes: int) -> float:
-    returns = []
-    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
-        for _ in range(episodes):
-            rollout = env.rollout(100_000, actor, break_when_any_done=True)
-            returns.append(rollout["next", "reward"].sum().item())
-    return sum(returns) / len(returns)
-
-
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
     out = Path(cfg.output_dir)
@@ -186,7 +176,6 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     env.set_seed(cfg.seed)
     eval_vecnorm = VecNorm(in_keys=["observation"], decay=0.99999)
     eval_env = make_env(cfg, 1, eval_vecnorm)
-    eval_env.set_seed(cfg.seed + 10_000)
     actor, critic = make_agent(cfg, env)
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic, average_gae=False)
     loss_fn = ClipPPOLoss(
@@ -262,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             next_eval += cfg.eval_every
             eval_vecnorm.load_state_dict(vecnorm.state_dict())
             eval_vecnorm.frozen = True
-            eval_return = evaluate(eval_env, actor, cfg.eval_episodes)
+            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
             logger.log(frames, **{"eval/return": eval_return})
         if frames >= next_ckpt:
             next_ckpt += cfg.checkpoint_every
