@@ -19,6 +19,7 @@ from typing import ClassVar
 import torch
 from tensordict.nn import TensorDictModule
 from torch import nn
+from torch.distributions import Categorical
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
@@ -47,7 +48,6 @@ from rl_envs import (
 from rl_modules import (
     MLP,
     AddStateIndependentNormalScale,
-    OneHotCategorical,
     ProbabilisticActor,
     TanhNormal,
     ValueOperator,
@@ -119,7 +119,11 @@ class Config:
 
 
 def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm) -> TransformedEnv:
-    base = GymEnv(cfg.env, num_envs=num_envs) if num_envs > 1 else GymEnv(cfg.env)
+    # Discrete actions as indices (a Categorical spec), as the Categorical policy samples them.
+    kwargs = {"categorical_action_encoding": True}
+    base = (
+        GymEnv(cfg.env, num_envs=num_envs, **kwargs) if num_envs > 1 else GymEnv(cfg.env, **kwargs)
+    )
     return TransformedEnv(base, Compose(vecnorm, DoubleToFloat(), StepCounter(), RewardSum()))
 
 
@@ -134,8 +138,8 @@ def orthogonal_init(mlp: nn.Module, last_gain: float) -> None:
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
     action_spec = env.action_spec_unbatched
     obs_dim = env.observation_spec["observation"].shape[-1]
-    discrete = action_spec.dtype in (torch.int64, torch.long, torch.bool)
-    n_out = action_spec.shape[-1]
+    discrete = not action_spec.dtype.is_floating_point
+    n_out = action_spec.space.n if discrete else action_spec.shape[-1]
     body = MLP(obs_dim, n_out, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
     critic_body = MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
     orthogonal_init(body, last_gain=0.01)
@@ -145,7 +149,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
         actor = ProbabilisticActor(
             params,
             in_keys=["logits"],
-            distribution_class=OneHotCategorical,
+            distribution_class=Categorical,
             spec=action_spec,
             return_log_prob=True,
         )
