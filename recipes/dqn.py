@@ -175,8 +175,6 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         collector.load_state_dict(state["collector"])
         frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
         next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
-        env.set_seed(cfg.seed + frames)  # the uninterrupted run re-seeds here too
-        collector.reset()
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
 
@@ -227,10 +225,6 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                     "eval_return": eval_return,
                 },
             )
-            # Episodes restart from a seeded reset at each checkpoint, so that a run resumed
-            # from it sees the very same episodes (a simulator's state cannot be saved in general).
-            env.set_seed(cfg.seed + frames)
-            collector.reset()
         logger.advance(batch.numel())
         if stop:
             break
