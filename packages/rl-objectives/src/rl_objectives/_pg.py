@@ -9,16 +9,20 @@ from tensordict import TensorDictBase, is_tensor_collection
 from tensordict.nn import CompositeDistribution
 from tensordict.utils import NestedKey
 from torch import distributions as D
+from torch import nn
 
+from rl_objectives._nets import in_keys_of
 from rl_objectives.utils import distance_loss
 
 __all__ = [
+    "action_log_prob",
     "critic_loss",
     "entropy_of",
     "log_prob_of",
     "prev_log_prob",
     "standardize",
     "sum_leaves",
+    "summed_critic_loss",
     "weighted_entropy_loss",
 ]
 
@@ -51,6 +55,15 @@ def log_prob_of(
         return _to_batch(lp, batch_ndim), None
     action = td.get(action_key)
     return _to_batch(dist.log_prob(action), batch_ndim), None
+
+
+def action_log_prob(
+    actor: nn.Module, td: TensorDictBase, action_key: NestedKey
+) -> tuple[D.Distribution, torch.Tensor]:
+    """The actor's distribution on ``td`` and the log-probability of its stored action, ``[*B]``."""
+    dist = actor.get_dist(td.select(*in_keys_of(actor), strict=False))
+    log_prob, _ = log_prob_of(dist, td, action_key, td.ndim)
+    return dist, log_prob
 
 
 def prev_log_prob(
@@ -154,3 +167,16 @@ def critic_loss(
     with torch.no_grad():
         fraction = (clipped != delta).to(value.dtype).mean()
     return torch.maximum(loss, loss_clipped), fraction
+
+
+def summed_critic_loss(
+    target: torch.Tensor,
+    value: torch.Tensor,
+    loss_type: str,
+    clip_value: float | None,
+    old_value: torch.Tensor | None,
+    batch_ndim: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`critic_loss` summed over the dims after the batch dims (``[*B]``), and the clip fraction."""
+    loss, fraction = critic_loss(target, value, loss_type, clip_value, old_value)
+    return loss.reshape((*loss.shape[:batch_ndim], -1)).sum(-1), fraction

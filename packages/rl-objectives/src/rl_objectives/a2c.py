@@ -10,9 +10,14 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import call, in_keys_of
-from rl_objectives._pg import critic_loss, entropy_of, log_prob_of, weighted_entropy_loss
-from rl_objectives.common import LossModule
+from rl_objectives._nets import call
+from rl_objectives._pg import (
+    action_log_prob,
+    entropy_of,
+    summed_critic_loss,
+    weighted_entropy_loss,
+)
+from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["A2CLoss"]
@@ -106,12 +111,7 @@ class A2CLoss(LossModule):
         return self.critic_network
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {
-            "advantage": k.advantage, "value_target": k.value_target, "value": k.value,
-            "reward": k.reward, "done": k.done, "terminated": k.terminated,
-            "sample_log_prob": k.sample_log_prob, "action": k.action,
-        }  # fmt: skip
+        return estimator_keys(self.tensor_keys, PG_ESTIMATOR_KEYS)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the losses (``loss_objective``, ``loss_entropy``, ``loss_critic``) and ``entropy``."""
@@ -122,8 +122,7 @@ class A2CLoss(LossModule):
             self.value_estimator(td)
         advantage = self._get(td, "advantage")
         advantage = advantage.reshape(advantage.shape[: td.ndim])
-        dist = self.actor_network.get_dist(td.select(*in_keys_of(self.actor_network), strict=False))
-        log_prob, _ = log_prob_of(dist, td, self.tensor_keys.action, td.ndim)
+        dist, log_prob = action_log_prob(self.actor_network, td, self.tensor_keys.action)
         out: dict[str, Any] = {"loss_objective": self._reduce(-log_prob * advantage)}
         if self.entropy_bonus:
             entropy = entropy_of(dist, td.ndim, self.samples_mc_entropy)
@@ -138,10 +137,10 @@ class A2CLoss(LossModule):
             target = self._get(td, "value_target")
             old = self._get(td, "value") if self.clip_value else None
             value = call(self.critic_network, td).get(self.tensor_keys.value)
-            loss, frac = critic_loss(target, value, self.loss_critic_type, self.clip_value, old)
-            out["loss_critic"] = self._reduce(
-                self.critic_coeff * loss.reshape((*loss.shape[: td.ndim], -1)).sum(-1)
+            loss, frac = summed_critic_loss(
+                target, value, self.loss_critic_type, self.clip_value, old, td.ndim
             )
+            out["loss_critic"] = self._reduce(self.critic_coeff * loss)
             if frac is not None:
                 out["value_clip_fraction"] = frac
         return TensorDict(out, batch_size=[])

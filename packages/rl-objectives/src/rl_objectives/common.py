@@ -18,6 +18,29 @@ __all__ = ["LossModule"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
+# The estimators a Q-learning loss (one-step bootstrapped targets) accepts.
+TD_ESTIMATORS = (ValueEstimators.TD0, ValueEstimators.TD1, ValueEstimators.TDLambda)
+# Estimator keys a bootstrapping loss maps and those a policy-gradient loss maps.
+TD_ESTIMATOR_KEYS = ("value", "reward", "done", "terminated")
+PG_ESTIMATOR_KEYS = (
+    "advantage", "value_target", "value", "reward", "done", "terminated",
+    "sample_log_prob", "action",
+)  # fmt: skip
+
+
+def estimator_keys(
+    tensor_keys: Any, names: tuple[str, ...], **renamed: str
+) -> dict[str, NestedKey]:
+    """``{name: tensor_keys.<name>}`` for the estimator, ``renamed`` mapping a name to the loss's.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> keys = SimpleNamespace(q="q", reward="r")
+        >>> estimator_keys(keys, ("value", "reward"), value="q")
+        {'value': 'q', 'reward': 'r'}
+    """
+    return {name: getattr(tensor_keys, renamed.get(name, name)) for name in names}
+
 
 class LossModule(nn.Module):
     """Base of every loss.

@@ -19,7 +19,7 @@ from rl_objectives._nets import (
     make_qvalue_networks,
     with_params,
 )
-from rl_objectives.common import LossModule
+from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -92,11 +92,7 @@ class DiscreteSACLoss(LossModule):
 
     default_keys = _AcceptedKeys
     default_value_estimator = ValueEstimators.TD0
-    SUPPORTED_VALUE_ESTIMATORS = (
-        ValueEstimators.TD0,
-        ValueEstimators.TD1,
-        ValueEstimators.TDLambda,
-    )
+    SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
     def __init__(
         self,
@@ -158,8 +154,7 @@ class DiscreteSACLoss(LossModule):
         return self._target_entropy
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {"value": k.value, "reward": k.reward, "done": k.done, "terminated": k.terminated}
+        return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS)
 
     def _policy(self, td: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         actor = self.actor_network

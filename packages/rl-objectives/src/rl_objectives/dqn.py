@@ -11,7 +11,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import action_space_name, call, chosen_value
-from rl_objectives.common import LossModule
+from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -70,11 +70,7 @@ class DQNLoss(LossModule):
 
     default_keys = _AcceptedKeys
     default_value_estimator = ValueEstimators.TD0
-    SUPPORTED_VALUE_ESTIMATORS = (
-        ValueEstimators.TD0,
-        ValueEstimators.TD1,
-        ValueEstimators.TDLambda,
-    )
+    SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
     def __init__(
         self,
@@ -99,15 +95,7 @@ class DQNLoss(LossModule):
         self.use_prioritized_weights = use_prioritized_weights
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {
-            "value": k.value,
-            "advantage": k.advantage,
-            "value_target": k.value_target,
-            "reward": k.reward,
-            "done": k.done,
-            "terminated": k.terminated,
-        }
+        return estimator_keys(self.tensor_keys, (*TD_ESTIMATOR_KEYS, "advantage", "value_target"))
 
     def _next_value(self, td: TensorDictBase) -> torch.Tensor:
         key = self.tensor_keys.action_value

@@ -16,15 +16,15 @@ from torch import nn
 
 from rl_objectives._nets import dist_of, output_of
 from rl_objectives._pg import (
-    critic_loss,
     entropy_of,
     log_prob_of,
     prev_log_prob,
     standardize,
     sum_leaves,
+    summed_critic_loss,
     weighted_entropy_loss,
 )
-from rl_objectives.common import LossModule
+from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["ClipPPOLoss", "KLPENPPOLoss", "PPOLoss"]
@@ -143,17 +143,7 @@ class PPOLoss(LossModule):
         return self.critic_network
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {
-            "advantage": k.advantage,
-            "value_target": k.value_target,
-            "value": k.value,
-            "reward": k.reward,
-            "done": k.done,
-            "terminated": k.terminated,
-            "sample_log_prob": k.sample_log_prob,
-            "action": k.action,
-        }
+        return estimator_keys(self.tensor_keys, PG_ESTIMATOR_KEYS)
 
     def _apply(self, fn: Any, recurse: bool = True) -> PPOLoss:
         self._critic_params_cache = None
@@ -231,12 +221,10 @@ class PPOLoss(LossModule):
         old_value = self._get(td, "value") if self.clip_value else None
         td_in = td.detach() if self.separate_losses else td
         value = output_of(self.critic_network, td_in, keys.value, self._critic_params())
-        loss, clip_fraction = critic_loss(
-            target, value, self.loss_critic_type, self.clip_value, old_value
+        loss, clip_fraction = summed_critic_loss(
+            target, value, self.loss_critic_type, self.clip_value, old_value, td.ndim
         )
-        out["loss_critic"] = self._reduce(
-            self.critic_coeff * loss.reshape((*loss.shape[: td.ndim], -1)).sum(-1)
-        )
+        out["loss_critic"] = self._reduce(self.critic_coeff * loss)
         if clip_fraction is not None:
             out["value_clip_fraction"] = clip_fraction
         if self.log_explained_variance:

@@ -9,9 +9,9 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import call, in_keys_of
-from rl_objectives._pg import critic_loss, log_prob_of
-from rl_objectives.common import LossModule
+from rl_objectives._nets import call
+from rl_objectives._pg import action_log_prob, summed_critic_loss
+from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["ReinforceLoss"]
@@ -95,12 +95,7 @@ class ReinforceLoss(LossModule):
         return self.critic_network
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {
-            "advantage": k.advantage, "value_target": k.value_target, "value": k.value,
-            "reward": k.reward, "done": k.done, "terminated": k.terminated,
-            "sample_log_prob": k.sample_log_prob, "action": k.action,
-        }  # fmt: skip
+        return estimator_keys(self.tensor_keys, PG_ESTIMATOR_KEYS)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute ``loss_actor`` and, with a critic, ``loss_value``."""
@@ -114,15 +109,16 @@ class ReinforceLoss(LossModule):
             self.value_estimator(td, target_params=target)
         advantage = self._get(td, "advantage")
         advantage = advantage.reshape(advantage.shape[: td.ndim]).detach()
-        dist = self.actor_network.get_dist(td.select(*in_keys_of(self.actor_network), strict=False))
-        log_prob, _ = log_prob_of(dist, td, self.tensor_keys.action, td.ndim)
+        _, log_prob = action_log_prob(self.actor_network, td, self.tensor_keys.action)
         out: dict[str, Any] = {"loss_actor": self._reduce(-log_prob * advantage)}
         if self.critic_network is not None:
             target = self._get(td, "value_target")
             old = self._get(td, "value") if self.clip_value else None
             value = call(self.critic_network, td).get(self.tensor_keys.value)
-            loss, frac = critic_loss(target, value, self.loss_critic_type, self.clip_value, old)
-            out["loss_value"] = self._reduce(loss.reshape((*loss.shape[: td.ndim], -1)).sum(-1))
+            loss, frac = summed_critic_loss(
+                target, value, self.loss_critic_type, self.clip_value, old, td.ndim
+            )
+            out["loss_value"] = self._reduce(loss)
             if frac is not None:
                 out["value_clip_fraction"] = frac
         return TensorDict(out, batch_size=[])

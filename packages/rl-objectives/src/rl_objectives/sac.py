@@ -13,7 +13,7 @@ from torch import nn
 
 from rl_objectives._alpha import Temperature, sum_to_batch
 from rl_objectives._nets import dist_of, make_qvalue_networks, output_of, with_params
-from rl_objectives.common import LossModule
+from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -96,11 +96,7 @@ class SACLoss(LossModule):
 
     default_keys = _AcceptedKeys
     default_value_estimator = ValueEstimators.TD0
-    SUPPORTED_VALUE_ESTIMATORS = (
-        ValueEstimators.TD0,
-        ValueEstimators.TD1,
-        ValueEstimators.TDLambda,
-    )
+    SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
     def __init__(
         self,
@@ -161,8 +157,7 @@ class SACLoss(LossModule):
         return self._target_entropy
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {"value": k.value, "reward": k.reward, "done": k.done, "terminated": k.terminated}
+        return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS)
 
     def _sample(
         self, td: TensorDictBase, params: TensorDictBase | None

@@ -11,7 +11,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import call, in_keys_of, make_qvalue_networks, with_params
-from rl_objectives.common import LossModule
+from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -94,11 +94,7 @@ class TD3Loss(LossModule):
 
     default_keys = _AcceptedKeys
     default_value_estimator = ValueEstimators.TD0
-    SUPPORTED_VALUE_ESTIMATORS = (
-        ValueEstimators.TD0,
-        ValueEstimators.TD1,
-        ValueEstimators.TDLambda,
-    )
+    SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
     def __init__(
         self,
@@ -135,13 +131,7 @@ class TD3Loss(LossModule):
         self.use_prioritized_weights = use_prioritized_weights
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
-        k = self.tensor_keys
-        return {
-            "value": k.state_action_value,
-            "reward": k.reward,
-            "done": k.done,
-            "terminated": k.terminated,
-        }
+        return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS, value="state_action_value")
 
     def _qs(
         self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
