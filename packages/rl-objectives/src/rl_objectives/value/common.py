@@ -16,6 +16,16 @@ from rl_objectives._keys import check_finite, get_entry, normalize_key
 __all__ = ["ValueEstimatorBase", "ValueEstimatorKeys"]
 
 
+def standardize_all(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Zero mean, unit std over all of ``x`` (std floored at ``eps``).
+
+    Examples:
+        >>> standardize_all(torch.tensor([1.0, 3.0]), 1e-4)
+        tensor([-0.7071,  0.7071])
+    """
+    return (x - x.mean()) / x.std().clamp_min(eps)
+
+
 def _next(key: NestedKey) -> tuple[str, ...]:
     return ("next", *key) if isinstance(key, tuple) else ("next", key)
 

@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from rl_objectives.value.common import ValueEstimatorBase
+from rl_objectives.value.common import ValueEstimatorBase, standardize_all
 from rl_objectives.value.functional import generalized_advantage_estimate
 from rl_objectives.value.registry import ValueEstimators, register_value_estimator
 
@@ -81,5 +81,5 @@ class GAE(ValueEstimatorBase):
             self.gamma, self.lmbda, value, next_value, reward, done, terminated, time_dim=time_dim
         )
         if self.average_gae:
-            advantage = (advantage - advantage.mean()) / advantage.std().clamp_min(1e-4)
+            advantage = standardize_all(advantage, 1e-4)
         return advantage, target

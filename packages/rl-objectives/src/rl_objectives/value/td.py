@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from rl_objectives.value.common import ValueEstimatorBase
+from rl_objectives.value.common import ValueEstimatorBase, standardize_all
 from rl_objectives.value.functional import (
     td0_return_estimate,
     td_lambda_return_estimate,
@@ -14,10 +14,6 @@ from rl_objectives.value.functional import (
 from rl_objectives.value.registry import ValueEstimators, register_value_estimator
 
 __all__ = ["TD0Estimator", "TD1Estimator", "TDLambdaEstimator"]
-
-
-def _standardize(reward: torch.Tensor) -> torch.Tensor:
-    return (reward - reward.mean()) / reward.std().clamp_min(1e-5)
 
 
 class _TDBase(ValueEstimatorBase):
@@ -68,7 +64,7 @@ class _TDBase(ValueEstimatorBase):
         time_dim: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.average_rewards:
-            reward = _standardize(reward)
+            reward = standardize_all(reward, 1e-5)
         target = self._returns(next_value, reward, done, terminated, time_dim)
         return target - value, target
 
