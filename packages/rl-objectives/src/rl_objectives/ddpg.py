@@ -9,7 +9,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import call, in_keys_of
+from rl_objectives._nets import call, output_of
 from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
@@ -101,9 +101,10 @@ class DDPGLoss(LossModule):
     def _q(
         self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
     ) -> torch.Tensor:
-        td_in = td.select(*in_keys_of(self.value_network), strict=False)
-        td_in.set(self.tensor_keys.action, action)
-        return call(self.value_network, td_in, params).get(self.tensor_keys.state_action_value)
+        keys = self.tensor_keys
+        return output_of(
+            self.value_network, td, keys.state_action_value, params, {keys.action: action}
+        )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute both losses; writes ``td_error`` into ``tensordict``.
