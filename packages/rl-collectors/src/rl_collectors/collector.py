@@ -271,7 +271,8 @@ class Collector:
         env_s = policy_s = 0.0
         root = self._reset_all() if self.reset_at_each_iter or self._root is None else self._root
         written = 0
-        batch_shape = self.batch_size
+        # ``_traj_ids`` is only ever updated in place, so one view serves every step.
+        traj_ids = [self._traj_ids.view(self.batch_size)]
         with torch.no_grad(), set_interaction_type(self.exploration_type):
             for step in range(num_steps):
                 # A stopped worker still writes one step, so its buffer always exists.
@@ -299,7 +300,7 @@ class Collector:
                     self._ensure_buffer(transition)
                     done_index = self._buffer.index(("next", DONE_KEY))
                 sources = self._buffer.gather(transition)
-                self._buffer.write(step, sources, [self._traj_ids.view(batch_shape)])
+                self._buffer.write(step, sources, traj_ids)
                 done = sources[done_index].reshape(-1)
                 if done.device.type != "cpu":
                     done = done.cpu()

@@ -430,7 +430,7 @@ class EnvBase(torch.nn.Module):
     def _fill_missing_done(self, out: TensorDictBase, reset: bool) -> None:
         spec = self._full_done_spec
         for key in spec.keys(True, True):
-            if key in out.keys(True, True):
+            if out.get(key, None) is not None:
                 continue
             last = key[-1] if isinstance(key, tuple) else key
             if not reset and last == "done":
@@ -498,15 +498,8 @@ class EnvBase(torch.nn.Module):
     def _step_and_maybe_reset_unchecked(
         self, tensordict: TensorDictBase
     ) -> tuple[TensorDictBase, TensorDictBase]:
-        from rl_envs.utils import step_mdp
-
         tensordict = self._step_unchecked(tensordict)
-        root = step_mdp(
-            tensordict,
-            reward_keys=self.reward_keys,
-            done_keys=self.done_keys,
-            action_keys=self.action_keys,
-        )
+        root = _next_root(tensordict, self.reward_keys, self.action_keys)
         done = root.get("done", None)
         if done is not None and bool(done.any()):
             root.set("_reset", done)
@@ -682,3 +675,32 @@ def _merge_partial(
         m = mask.reshape(*mask.shape, *([1] * (value.ndim - batch_ndim)))
         new.set(key, torch.where(m, value, old))
     return new
+
+
+def _next_root(
+    tensordict: TensorDictBase, reward_keys: list[NestedKey], action_keys: list[NestedKey]
+) -> TensorDictBase:
+    """``step_mdp(tensordict, reward_keys=..., action_keys=...)`` with a flat fast path.
+
+    When the reward and action keys are plain strings and every root entry to carry
+    over is a plain tensor, the root's other entries are read at the top level only;
+    otherwise (nested keys, sub-TensorDicts) this defers to the generic ``step_mdp``.
+    The result is the same either way.
+    """
+    from rl_envs.utils import step_mdp
+
+    flat = type(tensordict) is TensorDict and all(
+        isinstance(key, str) for key in (*reward_keys, *action_keys)
+    )
+    if flat:
+        skip = {"next", *reward_keys, *action_keys}
+        carried = [(key, value) for key, value in tensordict.items() if key not in skip]
+        flat = all(type(value) is torch.Tensor for _, value in carried)
+    if not flat:
+        return step_mdp(tensordict, reward_keys=reward_keys, action_keys=action_keys)
+    out = tensordict.get("next").exclude(*reward_keys)
+    present = set(out.keys())
+    for key, value in carried:
+        if key not in present:
+            out.set(key, value)
+    return out

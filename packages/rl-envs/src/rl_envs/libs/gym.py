@@ -219,9 +219,23 @@ class GymWrapper(EnvBase):
         return out
 
     def _to_td(self, entries: dict[Any, torch.Tensor]) -> TensorDict:
-        td = TensorDict(batch_size=self.batch_size)
+        b = self.batch_size
+        source: dict[str, Any] = {}
         for key, value in entries.items():
-            td.set(key, value)
+            if b and tuple(value.shape[: len(b)]) != tuple(b):
+                raise RuntimeError(
+                    f"{type(self).__name__}: the entry {key!r} read from the gym env has shape "
+                    f"{tuple(value.shape)}, expected leading dims {tuple(b)} (the env's "
+                    "batch_size). Check the env's observation space against what it returns."
+                )
+            path = (key,) if isinstance(key, str) else key
+            node = source
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = value
+        # The entries are fresh tensors of the spec's batch dims (checked above): the
+        # unvalidated constructor skips tensordict's per-key checks on the hot path.
+        td = TensorDict._new_unsafe(source, batch_size=b)
         if self.device.type != "cpu":
             td = td.to(self.device)
         return td
