@@ -36,6 +36,7 @@ __all__ = [
     "in_keys_of",
     "make_qvalue_networks",
     "output_of",
+    "stacked_outputs",
     "with_params",
 ]
 
@@ -162,6 +163,18 @@ def output_of(
         for name, value in overrides.items():
             td_in.set(name, value)
         return module(td_in).get(key)
+
+
+def stacked_outputs(
+    nets: nn.ModuleList,
+    td: TensorDictBase,
+    key: NestedKey,
+    params: TensorDictBase | None = None,
+    overrides: Mapping[NestedKey, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``[len(nets), ...]``: each net's :func:`output_of` ``key``, ``params`` swapped into ``nets``."""
+    with with_params(params, nets):
+        return torch.stack([output_of(net, td, key, overrides=overrides) for net in nets], 0)
 
 
 def dist_of(

@@ -17,7 +17,7 @@ from rl_objectives._nets import (
     chosen_value,
     in_keys_of,
     make_qvalue_networks,
-    with_params,
+    stacked_outputs,
 )
 from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
@@ -165,12 +165,7 @@ class DiscreteSACLoss(LossModule):
         return probs, log_probs
 
     def _qs(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
-        nets = self.qvalue_network
-        td_in = td.select(*in_keys_of(nets[0]), strict=False)
-        key = self.tensor_keys.action_value
-        with with_params(params, nets):
-            values = [net(td_in.copy()).get(key) for net in nets]
-        return torch.stack(values, 0)
+        return stacked_outputs(self.qvalue_network, td, self.tensor_keys.action_value, params)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the three losses; writes ``td_error`` (max over critics) into ``tensordict``."""

@@ -12,7 +12,11 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._alpha import Temperature, sum_to_batch
-from rl_objectives._nets import dist_of, make_qvalue_networks, output_of, with_params
+from rl_objectives._nets import (
+    dist_of,
+    make_qvalue_networks,
+    stacked_outputs,
+)
 from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
@@ -169,11 +173,11 @@ class SACLoss(LossModule):
     def _qs(
         self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
     ) -> torch.Tensor:
-        nets = self.qvalue_network
-        key, overrides = self.tensor_keys.state_action_value, {self.tensor_keys.action: action}
-        with with_params(params, nets):
-            values = [output_of(net, td, key, overrides=overrides) for net in nets]
-        return torch.stack(values, 0).squeeze(-1)
+        keys = self.tensor_keys
+        overrides = {keys.action: action}
+        return stacked_outputs(
+            self.qvalue_network, td, keys.state_action_value, params, overrides
+        ).squeeze(-1)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the three losses; writes ``td_error`` (max over critics) into ``tensordict``.

@@ -10,7 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import call, in_keys_of, make_qvalue_networks, with_params
+from rl_objectives._nets import call, make_qvalue_networks, stacked_outputs
 from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
@@ -137,13 +137,11 @@ class TD3Loss(LossModule):
         self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
     ) -> torch.Tensor:
         """``[num_qvalue_nets, *B]`` Q-values of ``action``."""
-        nets = self.qvalue_network
-        td_in = td.select(*in_keys_of(nets[0]), strict=False)
-        td_in.set(self.tensor_keys.action, action)
-        key = self.tensor_keys.state_action_value
-        with with_params(params, nets):
-            values = [net(td_in.copy()).get(key) for net in nets]
-        return torch.stack(values, 0).squeeze(-1)
+        keys = self.tensor_keys
+        overrides = {keys.action: action}
+        return stacked_outputs(
+            self.qvalue_network, td, keys.state_action_value, params, overrides
+        ).squeeze(-1)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute both losses; writes ``td_error`` (max over critics) into ``tensordict``."""
