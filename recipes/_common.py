@@ -31,7 +31,7 @@ import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -46,7 +46,19 @@ COMMON_FIELDS_DOC = {
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Map each dataclass field to the docstring written on the line after it."""
+    """Map each dataclass field to the docstring written on the line after it.
+
+    Base dataclasses are read too (along the MRO), so fields a recipe inherits from
+    :class:`RunConfig` keep their docs; a subclass that re-documents a field wins.
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if "__dataclass_fields__" in vars(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
@@ -60,6 +72,36 @@ def field_docs(cls: type) -> dict[str, str]:
         ):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """The fields every recipe shares; a recipe's ``Config`` subclasses it and adds its own.
+
+    A recipe overrides a default by restating the field (``output_dir: str = "runs/sac"``);
+    its doc is inherited unless the recipe writes a new one under it.
+    """
+
+    seed: int = 0
+    """Seed of every RNG and of the envs."""
+    torch_threads: int = 1
+    """CPU threads for torch (small MLPs run fastest on one)."""
+    eval_every: int = 10_000
+    """Frames between deterministic evaluations."""
+    eval_episodes: int = 5
+    """Episodes per evaluation."""
+    target_return: float = float("inf")
+    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
+    checkpoint_every: int = 50_000
+    """Frames between checkpoints (the envs restart from a seeded reset there)."""
+    output_dir: str = "runs"
+    """Folder for logs, checkpoints, the learning curve and the summary."""
+    resume: str = ""
+    """Checkpoint to continue from, exactly where it stopped."""
+    smoke: bool = False
+    """Run a tiny budget to check the recipe end to end."""
+
+    SMOKE: ClassVar[dict[str, object]] = {}
 
 
 def _parse_bool(text: str) -> bool:
@@ -82,7 +124,7 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
         description=(inspect.getdoc(cls) or "").split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for field in _recipe_fields_first(cls):
         default = field.default
         kind = type(default) if default is not None else str
         # a bare boolean flag (``--smoke``) means true; ``--smoke false`` still reads a value
@@ -100,6 +142,18 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
         values.update(getattr(cls, "SMOKE", {}))
     values.update({k: v for k, v in args.items() if v is not None})
     return cls(**values)
+
+
+def _recipe_fields_first(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields new in ``cls`` first (the algorithm's), then the inherited shared ones."""
+    inherited = {
+        f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
+        for f in dataclasses.fields(base)
+    }  # fmt: skip
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    return [f for f in fields if f.name not in inherited] + [
+        f for f in fields if f.name in inherited
+    ]
 
 
 def seed_everything(seed: int) -> None:
@@ -263,3 +317,32 @@ def write_summary(output_dir: Path, **summary: Any) -> str:
     line = json.dumps(summary, sort_keys=True)
     (output_dir / "summary.json").write_text(line + "\n")
     return line
+
+
+def finish_run(
+    collector: Any,
+    logger: RunLogger,
+    clock: Stopwatch,
+    out: Path,
+    *,
+    algo: str,
+    env: str,
+    frames: int,
+    eval_return: float,
+) -> dict[str, object]:
+    """End a run: stop the collector, close the logs, plot the curve, print and write the summary.
+
+    Returns the summary (``algo``, ``env``, ``frames``, ``wall_clock_s``, ``final_eval_return``).
+    """
+    collector.shutdown()
+    logger.close()
+    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"{algo.upper()} {env}")
+    summary: dict[str, object] = {
+        "algo": algo,
+        "env": env,
+        "frames": frames,
+        "wall_clock_s": round(clock.elapsed(), 1),
+        "final_eval_return": eval_return,
+    }
+    print(write_summary(out, **summary))
+    return summary

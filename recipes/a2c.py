@@ -25,15 +25,15 @@ from torch.distributions import Categorical
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
+    RunConfig,
     RunLogger,
     Stopwatch,
     evaluate,
+    finish_run,
     load_checkpoint,
     parse_config,
-    plot_learning_curve,
     save_checkpoint,
     seed_everything,
-    write_summary,
 )
 
 from rl_collectors import Collector
@@ -43,13 +43,11 @@ from rl_objectives import GAE, A2CLoss
 
 
 @dataclass
-class Config:
+class Config(RunConfig):
     """Advantage actor-critic on a Gymnasium task."""
 
     env: str = "CartPole-v1"
     """Gymnasium id of the task (discrete or continuous actions)."""
-    seed: int = 0
-    """Seed of every RNG and of the envs."""
     num_envs: int = 8
     """Envs stepped together (one Gymnasium vector env)."""
     total_frames: int = 500_000
@@ -70,22 +68,9 @@ class Config:
     """Gradient clipping norm."""
     hidden: int = 64
     """Width of the two hidden layers of actor and critic."""
-    torch_threads: int = 1
-    """CPU threads for torch (small MLPs run fastest on one)."""
     eval_every: int = 20_000
-    """Frames between deterministic evaluations."""
-    eval_episodes: int = 5
-    """Episodes per evaluation."""
-    target_return: float = float("inf")
-    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
     checkpoint_every: int = 100_000
-    """Frames between checkpoints (the envs restart from a seeded reset there)."""
     output_dir: str = "runs/a2c"
-    """Folder for logs, checkpoints, the learning curve and the summary."""
-    resume: str = ""
-    """Checkpoint to continue from, exactly where it stopped."""
-    smoke: bool = False
-    """Run a tiny budget to check the recipe end to end."""
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_000,
@@ -208,18 +193,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         logger.advance(batch.numel())
         if stop:
             break
-    collector.shutdown()
-    logger.close()
-    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"A2C {cfg.env}")
-    summary = {
-        "algo": "a2c",
-        "env": cfg.env,
-        "frames": frames,
-        "wall_clock_s": round(clock.elapsed(), 1),
-        "final_eval_return": eval_return,
-    }
-    print(write_summary(out, **summary))
-    return summary
+    return finish_run(
+        collector,
+        logger,
+        clock,
+        out,
+        algo="a2c",
+        env=cfg.env,
+        frames=frames,
+        eval_return=eval_return,
+    )
 
 
 if __name__ == "__main__":

@@ -25,17 +25,17 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
+    RunConfig,
     RunLogger,
     Stopwatch,
     buffer_state_dict,
     evaluate,
+    finish_run,
     load_buffer_state_dict,
     load_checkpoint,
     parse_config,
-    plot_learning_curve,
     save_checkpoint,
     seed_everything,
-    write_summary,
 )
 
 from rl_buffers import (
@@ -50,13 +50,11 @@ from rl_objectives import DQNLoss, HardUpdate
 
 
 @dataclass
-class Config:
+class Config(RunConfig):
     """Double DQN with hard target updates on a Gymnasium task with discrete actions."""
 
     env: str = "CartPole-v1"
     """Gymnasium id of the task (discrete actions)."""
-    seed: int = 0
-    """Seed of every RNG and of the envs."""
     total_frames: int = 50_000
     """Frames to collect in total."""
     frames_per_batch: int = 256
@@ -93,22 +91,10 @@ class Config:
     """Width of the two hidden layers of the Q-network."""
     max_grad_norm: float = 10.0
     """Gradient clipping norm."""
-    torch_threads: int = 1
-    """CPU threads for torch (small MLPs run fastest on one)."""
     eval_every: int = 5_120
     """Frames between deterministic (greedy) evaluations."""
-    eval_episodes: int = 5
-    """Episodes per evaluation."""
-    target_return: float = float("inf")
-    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
     checkpoint_every: int = 10_240
-    """Frames between checkpoints (the envs restart from a seeded reset there)."""
     output_dir: str = "runs/dqn"
-    """Folder for logs, checkpoints, the learning curve and the summary."""
-    resume: str = ""
-    """Checkpoint to continue from, exactly where it stopped."""
-    smoke: bool = False
-    """Run a tiny budget to check the recipe end to end."""
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2048,
@@ -228,18 +214,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         logger.advance(batch.numel())
         if stop:
             break
-    collector.shutdown()
-    logger.close()
-    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"DQN {cfg.env}")
-    summary = {
-        "algo": "dqn",
-        "env": cfg.env,
-        "frames": frames,
-        "wall_clock_s": round(clock.elapsed(), 1),
-        "final_eval_return": eval_return,
-    }
-    print(write_summary(out, **summary))
-    return summary
+    return finish_run(
+        collector,
+        logger,
+        clock,
+        out,
+        algo="dqn",
+        env=cfg.env,
+        frames=frames,
+        eval_return=eval_return,
+    )
 
 
 if __name__ == "__main__":

@@ -31,15 +31,15 @@ from torch.distributions import Categorical
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
+    RunConfig,
     RunLogger,
     Stopwatch,
     evaluate,
+    finish_run,
     load_checkpoint,
     parse_config,
-    plot_learning_curve,
     save_checkpoint,
     seed_everything,
-    write_summary,
 )
 
 from rl_collectors import MultiAsyncCollector
@@ -49,13 +49,11 @@ from rl_objectives import A2CLoss, VTrace
 
 
 @dataclass
-class Config:
+class Config(RunConfig):
     """IMPALA (V-trace actor-critic with asynchronous actors) on a discrete-action task."""
 
     env: str = "CartPole-v1"
     """Gymnasium id of the task (discrete actions)."""
-    seed: int = 0
-    """Seed of every RNG and of the envs."""
     num_workers: int = 2
     """Actor processes collecting in parallel."""
     total_frames: int = 300_000
@@ -83,19 +81,11 @@ class Config:
     torch_threads: int = 1
     """CPU threads for torch in the learner (small MLPs run fastest on one)."""
     eval_every: int = 20_000
-    """Frames between deterministic evaluations."""
-    eval_episodes: int = 5
-    """Episodes per evaluation."""
-    target_return: float = float("inf")
-    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
     checkpoint_every: int = 100_000
     """Frames between checkpoints of the learner."""
     output_dir: str = "runs/impala"
-    """Folder for logs, checkpoints, the learning curve and the summary."""
     resume: str = ""
     """Checkpoint to continue from (learner state; the workers restart their episodes)."""
-    smoke: bool = False
-    """Run a tiny budget to check the recipe end to end."""
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_048,
@@ -226,18 +216,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             )
         if stop:
             break
-    collector.shutdown()
-    logger.close()
-    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"IMPALA {cfg.env}")
-    summary = {
-        "algo": "impala",
-        "env": cfg.env,
-        "frames": frames,
-        "wall_clock_s": round(clock.elapsed(), 1),
-        "final_eval_return": eval_return,
-    }
-    print(write_summary(out, **summary))
-    return summary
+    return finish_run(
+        collector,
+        logger,
+        clock,
+        out,
+        algo="impala",
+        env=cfg.env,
+        frames=frames,
+        eval_return=eval_return,
+    )
 
 
 if __name__ == "__main__":

@@ -23,15 +23,15 @@ from torch.distributions import Categorical
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
+    RunConfig,
     RunLogger,
     Stopwatch,
     evaluate,
+    finish_run,
     load_checkpoint,
     parse_config,
-    plot_learning_curve,
     save_checkpoint,
     seed_everything,
-    write_summary,
 )
 
 from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
@@ -56,13 +56,11 @@ from rl_objectives import GAE, ClipPPOLoss
 
 
 @dataclass
-class Config:
+class Config(RunConfig):
     """PPO with GAE on a Gymnasium task."""
 
     env: str = "InvertedDoublePendulum-v5"
     """Gymnasium id of the task (continuous or discrete actions)."""
-    seed: int = 0
-    """Seed of every RNG and of the envs."""
     num_envs: int = 8
     """Envs stepped together (one Gymnasium vector env)."""
     total_frames: int = 2_000_000
@@ -89,24 +87,14 @@ class Config:
     """Weight of the critic loss."""
     max_grad_norm: float = 0.5
     """Gradient clipping norm."""
-    torch_threads: int = 1
-    """CPU threads for torch (small MLPs run fastest on one)."""
     hidden: int = 64
     """Width of the two hidden layers of actor and critic."""
     eval_every: int = 40_960
-    """Frames between deterministic evaluations."""
     eval_episodes: int = 3
-    """Episodes per evaluation."""
     target_return: float = 9300.0
-    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
     checkpoint_every: int = 200_000
     """Frames between checkpoints."""
     output_dir: str = "runs/ppo"
-    """Folder for logs, checkpoints, the learning curve and the summary."""
-    resume: str = ""
-    """Checkpoint to continue from, exactly where it stopped."""
-    smoke: bool = False
-    """Run a tiny budget to check the recipe end to end."""
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 4096,
@@ -277,18 +265,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         logger.advance(batch.numel())
         if eval_return >= cfg.target_return:
             break
-    collector.shutdown()
-    logger.close()
-    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"PPO {cfg.env}")
-    summary = {
-        "algo": "ppo",
-        "env": cfg.env,
-        "frames": frames,
-        "wall_clock_s": round(clock.elapsed(), 1),
-        "final_eval_return": eval_return,
-    }
-    print(write_summary(out, **summary))
-    return summary
+    return finish_run(
+        collector,
+        logger,
+        clock,
+        out,
+        algo="ppo",
+        env=cfg.env,
+        frames=frames,
+        eval_return=eval_return,
+    )
 
 
 if __name__ == "__main__":

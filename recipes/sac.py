@@ -23,17 +23,17 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
+    RunConfig,
     RunLogger,
     Stopwatch,
     buffer_state_dict,
     evaluate,
+    finish_run,
     load_buffer_state_dict,
     load_checkpoint,
     parse_config,
-    plot_learning_curve,
     save_checkpoint,
     seed_everything,
-    write_summary,
 )
 
 from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
@@ -44,13 +44,11 @@ from rl_objectives import SACLoss, SoftUpdate
 
 
 @dataclass
-class Config:
+class Config(RunConfig):
     """Soft actor-critic on a Gymnasium task with continuous actions."""
 
     env: str = "HalfCheetah-v5"
     """Gymnasium id of the task (continuous actions)."""
-    seed: int = 0
-    """Seed of every RNG and of the envs."""
     total_frames: int = 300_000
     """Frames to collect in total."""
     frames_per_batch: int = 1_000
@@ -73,22 +71,7 @@ class Config:
     """Initial temperature (learned towards entropy -dim(action))."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critics."""
-    torch_threads: int = 1
-    """CPU threads for torch (small MLPs run fastest on one)."""
-    eval_every: int = 10_000
-    """Frames between deterministic evaluations."""
-    eval_episodes: int = 5
-    """Episodes per evaluation."""
-    target_return: float = float("inf")
-    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
-    checkpoint_every: int = 50_000
-    """Frames between checkpoints (the envs restart from a seeded reset there)."""
     output_dir: str = "runs/sac"
-    """Folder for logs, checkpoints, the learning curve and the summary."""
-    resume: str = ""
-    """Checkpoint to continue from, exactly where it stopped."""
-    smoke: bool = False
-    """Run a tiny budget to check the recipe end to end."""
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_000,
@@ -232,18 +215,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         logger.advance(batch.numel())
         if stop:
             break
-    collector.shutdown()
-    logger.close()
-    plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"SAC {cfg.env}")
-    summary = {
-        "algo": "sac",
-        "env": cfg.env,
-        "frames": frames,
-        "wall_clock_s": round(clock.elapsed(), 1),
-        "final_eval_return": eval_return,
-    }
-    print(write_summary(out, **summary))
-    return summary
+    return finish_run(
+        collector,
+        logger,
+        clock,
+        out,
+        algo="sac",
+        env=cfg.env,
+        frames=frames,
+        eval_return=eval_return,
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "recipes"))
 _spec = importlib.util.spec_from_file_location("_common", ROOT / "recipes" / "_common.py")
 common = importlib.util.module_from_spec(_spec)
+sys.modules["_common"] = common  # dataclasses resolve field types through sys.modules
 _spec.loader.exec_module(common)
 
 
@@ -165,3 +166,49 @@ def test_evaluate_reseeds_and_runs_deterministic_episodes() -> None:
     env = _CountingEnv(length=7)
     assert common.evaluate(env, policy=None, episodes=3, seed=11) == 7.0
     assert env.seeds == [11]
+
+
+@dataclass
+class ToyRunConfig(common.RunConfig):
+    """A toy recipe on the shared base."""
+
+    lr: float = 1e-3
+    """Learning rate."""
+    output_dir: str = "runs/toy"
+    checkpoint_every: int = 7
+    """Frames between checkpoints of the toy."""
+
+
+def test_field_docs_reads_base_classes_and_lets_a_subclass_redocument() -> None:
+    docs = common.field_docs(ToyRunConfig)
+    assert docs["lr"] == "Learning rate."
+    assert docs["seed"] == "Seed of every RNG and of the envs."
+    # restating a field with a new default keeps the base doc unless a new one is written
+    assert docs["output_dir"].startswith("Folder for logs")
+    assert docs["checkpoint_every"] == "Frames between checkpoints of the toy."
+    cfg = common.parse_config(ToyRunConfig, ["--seed", "3"])
+    assert (cfg.seed, cfg.output_dir, cfg.checkpoint_every, cfg.lr) == (3, "runs/toy", 7, 1e-3)
+
+
+def test_finish_run_closes_plots_and_writes_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class ToyCollector:
+        shut = False
+
+        def shutdown(self) -> None:
+            self.shut = True
+
+    collector = ToyCollector()
+    logger = common.RunLogger(tmp_path, total_frames=10)
+    logger.log(10, **{"eval/return": 2.0})
+    summary = common.finish_run(
+        collector, logger, common.Stopwatch(), tmp_path,
+        algo="toy", env="E", frames=10, eval_return=2.0,
+    )  # fmt: skip
+    assert collector.shut
+    assert summary["algo"] == "toy" and summary["frames"] == 10
+    assert summary["final_eval_return"] == 2.0
+    assert (tmp_path / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    assert printed == (tmp_path / "summary.json").read_text().strip()
