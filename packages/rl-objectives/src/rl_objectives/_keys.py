@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+from typing import Any
+
 import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
-__all__ = ["MissingKeyError", "check_finite", "get_entry", "normalize_key"]
+__all__ = ["MissingKeyError", "check_finite", "get_entry", "normalize_key", "replace_keys"]
 
 
 class MissingKeyError(KeyError):
@@ -71,3 +74,18 @@ def check_finite(value: torch.Tensor, key: NestedKey, *, owner: str) -> None:
             f"{owner} (debug=True): the entry {key!r} holds {bad} non-finite value(s) "
             f"out of {value.numel()}. Check the data that produced it (rewards, network outputs)."
         )
+
+
+def replace_keys(keys: Any, owner: str, kwargs: dict[str, NestedKey | None]) -> Any:
+    """A copy of the frozen key dataclass ``keys`` with ``kwargs`` set (``None`` values skipped).
+
+    Raises:
+        ValueError: a name in ``kwargs`` is not a field of ``keys``.
+    """
+    valid = {f.name for f in fields(keys)}
+    unknown = sorted(set(kwargs) - valid)
+    if unknown:
+        raise ValueError(
+            f"{owner}.set_keys got unknown key name(s) {unknown}; valid names are {sorted(valid)}."
+        )
+    return replace(keys, **{k: normalize_key(v) for k, v in kwargs.items() if v is not None})

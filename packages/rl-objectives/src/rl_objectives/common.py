@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictParams
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._keys import get_entry, normalize_key
+from rl_objectives._keys import get_entry, replace_keys
 from rl_objectives.value.registry import ValueEstimators, build_value_estimator
 
 __all__ = ["LossModule"]
@@ -97,16 +97,7 @@ class LossModule(nn.Module):
         Returns:
             ``self``, so calls chain.
         """
-        valid = {f.name for f in fields(self._tensor_keys)}
-        unknown = sorted(set(kwargs) - valid)
-        if unknown:
-            raise ValueError(
-                f"{type(self).__name__}.set_keys got unknown key name(s) {unknown}; "
-                f"valid names are {sorted(valid)}."
-            )
-        self._tensor_keys = replace(
-            self._tensor_keys, **{k: normalize_key(v) for k, v in kwargs.items() if v is not None}
-        )
+        self._tensor_keys = replace_keys(self._tensor_keys, type(self).__name__, kwargs)
         if self._value_estimator is not None:
             self._value_estimator.set_keys(**self._value_estimator_keys())
         return self

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -11,7 +11,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._keys import check_finite, get_entry, normalize_key
+from rl_objectives._keys import check_finite, get_entry, replace_keys
 
 __all__ = ["ValueEstimatorBase", "ValueEstimatorKeys"]
 
@@ -111,16 +111,7 @@ class ValueEstimatorBase(nn.Module):
             >>> TD0Estimator(gamma=0.9).set_keys(value="q").tensor_keys.value
             'q'
         """
-        valid = {f.name for f in fields(self._tensor_keys)}
-        unknown = sorted(set(kwargs) - valid)
-        if unknown:
-            raise ValueError(
-                f"{type(self).__name__}.set_keys got unknown key name(s) {unknown}; "
-                f"valid names are {sorted(valid)}."
-            )
-        self._tensor_keys = replace(
-            self._tensor_keys, **{k: normalize_key(v) for k, v in kwargs.items() if v is not None}
-        )
+        self._tensor_keys = replace_keys(self._tensor_keys, type(self).__name__, kwargs)
         return self
 
     # -- reading ---------------------------------------------------------------------
