@@ -314,3 +314,24 @@ def test_get_set_state_default_raises_naming_the_env():
         env.get_state()
     with pytest.raises(NotImplementedError, match="CountEnv does not implement set_state"):
         env.set_state({})
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_step_and_maybe_reset_root_keeps_root_only_entries(nested):
+    # The root of the next step: "next" moved up, rewards and actions dropped, root
+    # entries that "next" lacks kept (the flat fast path and the nested generic path).
+    env = CountEnv((2,), limit=10.0)
+    root = env.reset()
+    root.set("hidden", torch.full((2, 3), 7.0))
+    if nested:
+        root.set(("policy", "loc"), torch.full((2, 1), 2.0))
+    root.set("action", torch.full((2, 1), 0.5))
+    td, nxt = env.step_and_maybe_reset(root)
+    expected = {"observation", "done", "terminated", "truncated", "hidden"}
+    if nested:
+        expected.add(("policy", "loc"))
+        assert torch.equal(nxt["policy", "loc"], torch.full((2, 1), 2.0))
+    assert set(nxt.keys(True, True)) == expected
+    assert torch.equal(nxt["observation"], torch.full((2, 1), 0.5))
+    assert torch.equal(nxt["hidden"], torch.full((2, 3), 7.0))
+    assert nxt["observation"] is td["next", "observation"]  # shared, not copied
