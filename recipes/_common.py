@@ -199,6 +199,42 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
+def run_counters(
+    cfg: RunConfig, state: dict[str, Any] | None = None
+) -> tuple[int, float, float, int, int]:
+    """``frames, wall, eval_return, next_eval, next_ckpt``: fresh, or where ``state`` stopped.
+
+    ``state`` is a checkpoint read by :func:`load_checkpoint` (``None`` for a fresh run).
+
+    Example:
+        >>> run_counters(RunConfig(eval_every=10, checkpoint_every=20))
+        (0, 0.0, nan, 10, 20)
+    """
+    if state is None:
+        return 0, 0.0, float("nan"), cfg.eval_every, cfg.checkpoint_every
+    return (
+        state["frames"],
+        state["wall"],
+        state.get("eval_return", float("nan")),
+        state["next_eval"],
+        state["next_ckpt"],
+    )
+
+
+def counters_state(
+    cfg: RunConfig, *, frames: int, wall: float, eval_return: float, next_eval: int, next_ckpt: int
+) -> dict[str, Any]:
+    """The run's config and counters, for a checkpoint; :func:`run_counters` reads them back."""
+    return {
+        "config": dataclasses.asdict(cfg),
+        "frames": frames,
+        "next_eval": next_eval,
+        "next_ckpt": next_ckpt,
+        "wall": wall,
+        "eval_return": eval_return,
+    }
+
+
 def buffer_state_dict(buffer: Any) -> dict[str, Any]:
     """A replay buffer's contents, write cursor and sampler state (priorities), for a checkpoint."""
     return {

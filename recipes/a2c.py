@@ -14,7 +14,7 @@ and slow to reach good returns on MuJoCo tasks (``--env InvertedPendulum-v5`` al
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,10 +28,12 @@ from _common import (
     RunConfig,
     RunLogger,
     Stopwatch,
+    counters_state,
     evaluate,
     finish_run,
     load_checkpoint,
     parse_config,
+    run_counters,
     save_checkpoint,
     seed_everything,
 )
@@ -141,15 +143,12 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env, actor, frames_per_batch=cfg.frames_per_batch, total_frames=cfg.total_frames
     )
 
-    frames, wall, eval_return = 0, 0.0, float("nan")
-    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
-    if cfg.resume:
-        state = load_checkpoint(cfg.resume)
+    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    if state is not None:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])
         collector.load_state_dict(state["collector"])
-        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
-        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
 
@@ -179,15 +178,17 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             save_checkpoint(
                 out / "checkpoint.pt",
                 {
-                    "config": asdict(cfg),
                     "loss": loss_fn.state_dict(),
                     "optim": optim.state_dict(),
                     "collector": collector.state_dict(),
-                    "frames": frames,
-                    "next_eval": next_eval,
-                    "next_ckpt": next_ckpt,
-                    "wall": clock.elapsed(),
-                    "eval_return": eval_return,
+                    **counters_state(
+                        cfg,
+                        frames=frames,
+                        wall=clock.elapsed(),
+                        eval_return=eval_return,
+                        next_eval=next_eval,
+                        next_ckpt=next_ckpt,
+                    ),
                 },
             )
         logger.advance(batch.numel())

@@ -15,7 +15,7 @@ online network into the target.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -29,11 +29,13 @@ from _common import (
     RunLogger,
     Stopwatch,
     buffer_state_dict,
+    counters_state,
     evaluate,
     finish_run,
     load_buffer_state_dict,
     load_checkpoint,
     parse_config,
+    run_counters,
     save_checkpoint,
     seed_everything,
 )
@@ -149,18 +151,15 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         init_random_frames=cfg.init_random_frames,
     )
 
-    frames, wall, eval_return = 0, 0.0, float("nan")
-    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
-    if cfg.resume:
-        state = load_checkpoint(cfg.resume)
+    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    if state is not None:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])
         greedy.load_state_dict(state["greedy"])
         updater.counter = state["updater_counter"]
         load_buffer_state_dict(buffer, state["buffer"])
         collector.load_state_dict(state["collector"])
-        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
-        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
 
@@ -197,18 +196,20 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             save_checkpoint(
                 out / "checkpoint.pt",
                 {
-                    "config": asdict(cfg),
                     "loss": loss_fn.state_dict(),
                     "optim": optim.state_dict(),
                     "greedy": greedy.state_dict(),
                     "updater_counter": updater.counter,
                     "buffer": buffer_state_dict(buffer),
                     "collector": collector.state_dict(),
-                    "frames": frames,
-                    "next_eval": next_eval,
-                    "next_ckpt": next_ckpt,
-                    "wall": clock.elapsed(),
-                    "eval_return": eval_return,
+                    **counters_state(
+                        cfg,
+                        frames=frames,
+                        wall=clock.elapsed(),
+                        eval_return=eval_return,
+                        next_eval=next_eval,
+                        next_ckpt=next_ckpt,
+                    ),
                 },
             )
         logger.advance(batch.numel())

@@ -18,7 +18,7 @@ restart from fresh episodes, and asynchronous collection is not reproducible by 
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -34,10 +34,12 @@ from _common import (
     RunConfig,
     RunLogger,
     Stopwatch,
+    counters_state,
     evaluate,
     finish_run,
     load_checkpoint,
     parse_config,
+    run_counters,
     save_checkpoint,
     seed_everything,
 )
@@ -148,14 +150,11 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     )
     optim = torch.optim.RMSprop(loss_fn.parameters(), lr=cfg.lr, alpha=0.99, eps=1e-5)
 
-    frames, wall, eval_return = 0, 0.0, float("nan")
-    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
-    if cfg.resume:
-        state = load_checkpoint(cfg.resume)
+    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    if state is not None:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])
-        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
-        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     # Worker seeds move on with the frame count, so a resumed run does not replay old episodes.
     env_fns = [partial(make_env, cfg.env, cfg.seed + frames + i) for i in range(cfg.num_workers)]
     collector = MultiAsyncCollector(
@@ -204,14 +203,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             save_checkpoint(
                 out / "checkpoint.pt",
                 {
-                    "config": asdict(cfg),
                     "loss": loss_fn.state_dict(),
                     "optim": optim.state_dict(),
-                    "frames": frames,
-                    "next_eval": next_eval,
-                    "next_ckpt": next_ckpt,
-                    "wall": clock.elapsed(),
-                    "eval_return": eval_return,
+                    **counters_state(
+                        cfg,
+                        frames=frames,
+                        wall=clock.elapsed(),
+                        eval_return=eval_return,
+                        next_eval=next_eval,
+                        next_ckpt=next_ckpt,
+                    ),
                 },
             )
         if stop:

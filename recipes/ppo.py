@@ -12,7 +12,7 @@ Also tested on HalfCheetah-v5 and CartPole-v1 (``--env CartPole-v1``).
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -26,10 +26,12 @@ from _common import (
     RunConfig,
     RunLogger,
     Stopwatch,
+    counters_state,
     evaluate,
     finish_run,
     load_checkpoint,
     parse_config,
+    run_counters,
     save_checkpoint,
     seed_everything,
 )
@@ -193,26 +195,14 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env, actor, frames_per_batch=cfg.frames_per_batch, total_frames=cfg.total_frames
     )
 
-    frames, next_eval, next_ckpt, wall, eval_return = (
-        0,
-        cfg.eval_every,
-        cfg.checkpoint_every,
-        0.0,
-        float("nan"),
-    )
-    if cfg.resume:
-        state = load_checkpoint(cfg.resume)
+    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    if state is not None:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])
         schedule.load_state_dict(state["schedule"])
         vecnorm.load_state_dict(state["vecnorm"])
         collector.load_state_dict(state["collector"])
-        frames, next_eval, next_ckpt, wall = (
-            state["frames"],
-            state["next_eval"],
-            state["next_ckpt"],
-            state["wall"],
-        )
+    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
 
@@ -250,16 +240,19 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             save_checkpoint(
                 out / "checkpoint.pt",
                 {
-                    "config": asdict(cfg),
                     "loss": loss_fn.state_dict(),
                     "optim": optim.state_dict(),
                     "schedule": schedule.state_dict(),
                     "vecnorm": vecnorm.state_dict(),
                     "collector": collector.state_dict(),
-                    "frames": frames,
-                    "next_eval": next_eval,
-                    "next_ckpt": next_ckpt,
-                    "wall": clock.elapsed(),
+                    **counters_state(
+                        cfg,
+                        frames=frames,
+                        wall=clock.elapsed(),
+                        eval_return=eval_return,
+                        next_eval=next_eval,
+                        next_ckpt=next_ckpt,
+                    ),
                 },
             )
         logger.advance(batch.numel())

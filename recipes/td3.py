@@ -14,7 +14,7 @@ batch 256, tau 0.005, Gaussian exploration noise 0.1, one actor step per two cri
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,11 +28,13 @@ from _common import (
     RunLogger,
     Stopwatch,
     buffer_state_dict,
+    counters_state,
     evaluate,
     finish_run,
     load_buffer_state_dict,
     load_checkpoint,
     parse_config,
+    run_counters,
     save_checkpoint,
     seed_everything,
 )
@@ -157,18 +159,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     )
     num_updates = int(cfg.frames_per_batch * cfg.utd_ratio)
 
-    frames, wall, eval_return, updates = 0, 0.0, float("nan"), 0
-    next_eval, next_ckpt = cfg.eval_every, cfg.checkpoint_every
-    if cfg.resume:
-        state = load_checkpoint(cfg.resume)
+    updates = 0
+    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    if state is not None:
         loss_fn.load_state_dict(state["loss"])
         for optim, optim_state in zip(optims, state["optims"], strict=True):
             optim.load_state_dict(optim_state)
         load_buffer_state_dict(buffer, state["buffer"])
         collector.load_state_dict(state["collector"])
-        frames, wall, eval_return = state["frames"], state["wall"], state["eval_return"]
         updates = state["updates"]
-        next_eval, next_ckpt = state["next_eval"], state["next_ckpt"]
+    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
 
@@ -212,17 +212,19 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             save_checkpoint(
                 out / "checkpoint.pt",
                 {
-                    "config": asdict(cfg),
                     "loss": loss_fn.state_dict(),
                     "optims": [optim.state_dict() for optim in optims],
                     "updates": updates,
                     "buffer": buffer_state_dict(buffer),
                     "collector": collector.state_dict(),
-                    "frames": frames,
-                    "next_eval": next_eval,
-                    "next_ckpt": next_ckpt,
-                    "wall": clock.elapsed(),
-                    "eval_return": eval_return,
+                    **counters_state(
+                        cfg,
+                        frames=frames,
+                        wall=clock.elapsed(),
+                        eval_return=eval_return,
+                        next_eval=next_eval,
+                        next_ckpt=next_ckpt,
+                    ),
                 },
             )
         logger.advance(batch.numel())

@@ -212,3 +212,14 @@ def test_finish_run_closes_plots_and_writes_the_summary(
     assert (tmp_path / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out.strip().splitlines()[-1]
     assert printed == (tmp_path / "summary.json").read_text().strip()
+
+
+def test_counters_state_round_trips_through_run_counters() -> None:
+    cfg = common.RunConfig(eval_every=10, checkpoint_every=20)
+    fresh = common.run_counters(cfg)
+    assert fresh[:2] == (0, 0.0) and fresh[3:] == (10, 20)
+    saved = common.counters_state(
+        cfg, frames=30, wall=1.5, eval_return=4.0, next_eval=40, next_ckpt=40
+    )
+    assert saved["config"]["checkpoint_every"] == 20
+    assert common.run_counters(cfg, saved) == (30, 1.5, 4.0, 40, 40)
