@@ -301,6 +301,14 @@ class RunLogger:
             self._tb.add_scalar(name, value, frames)
         self._csv_file.flush()
 
+    def log_episodes(self, frames: int, batch: Any) -> None:
+        """Log ``train/return``: the mean ``episode_reward`` of the episodes ``batch`` finished."""
+        finished = batch["next", "done"]
+        if finished.any():
+            self.log(
+                frames, **{"train/return": batch["next", "episode_reward"][finished].mean().item()}
+            )
+
     def advance(self, frames: int) -> None:
         self._bar.update(frames)
         shown = {k: f"{v:.1f}" for k, v in self.latest.items() if k.endswith("return")}

@@ -154,10 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
     for batch in collector:
         frames += batch.numel()
-        finished = batch["next", "done"]
-        if finished.any():
-            episode_return = batch["next", "episode_reward"][finished].mean().item()
-            logger.log(frames, **{"train/return": episode_return})
+        logger.log_episodes(frames, batch)
         with torch.no_grad():
             advantage(batch)
         losses = loss_fn(batch.reshape(-1))

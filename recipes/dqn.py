@@ -168,11 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         # what the loss reads; random-action batches carry no Q-values, later ones do
         buffer.extend(batch.reshape(-1).select("observation", "action", "next"))
         greedy.step(batch.numel())
-        finished = batch["next", "done"]
-        if finished.any():
-            logger.log(
-                frames, **{"train/return": batch["next", "episode_reward"][finished].mean().item()}
-            )
+        logger.log_episodes(frames, batch)
         if frames >= cfg.init_random_frames:
             for _ in range(cfg.num_updates):
                 sample = buffer.sample()

@@ -171,10 +171,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     pending: list[TensorDict] = []
     for batch in collector:
         frames += batch.numel()
-        finished = batch["next", "done"]
-        if finished.any():
-            episode_return = batch["next", "episode_reward"][finished].mean().item()
-            logger.log(frames, **{"train/return": episode_return})
+        logger.log_episodes(frames, batch)
         logger.advance(batch.numel())
         pending.append(batch)
         if len(pending) < cfg.batches_per_update and frames < cfg.total_frames:

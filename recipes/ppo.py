@@ -208,11 +208,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
     for batch in collector:
         frames += batch.numel()
-        finished = batch["next", "done"]
-        if finished.any():
-            logger.log(
-                frames, **{"train/return": batch["next", "episode_reward"][finished].mean().item()}
-            )
+        logger.log_episodes(frames, batch)
         vecnorm.frozen = True  # statistics stay fixed while the batch is learned from
         for _ in range(cfg.epochs):
             with torch.no_grad():

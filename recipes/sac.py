@@ -166,11 +166,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         frames += batch.numel()
         # what the loss reads; random-action batches carry no loc/scale, later ones do
         buffer.extend(batch.reshape(-1).select("observation", "action", "next"))
-        finished = batch["next", "done"]
-        if finished.any():
-            logger.log(
-                frames, **{"train/return": batch["next", "episode_reward"][finished].mean().item()}
-            )
+        logger.log_episodes(frames, batch)
         if frames >= cfg.init_random_frames:
             for _ in range(num_updates):
                 losses = loss_fn(buffer.sample())

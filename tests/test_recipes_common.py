@@ -223,3 +223,20 @@ def test_counters_state_round_trips_through_run_counters() -> None:
     )
     assert saved["config"]["checkpoint_every"] == 20
     assert common.run_counters(cfg, saved) == (30, 1.5, 4.0, 40, 40)
+
+
+def test_log_episodes_logs_the_mean_return_of_finished_episodes_only(tmp_path: Path) -> None:
+    from tensordict import TensorDict
+
+    def batch(done: list[bool]) -> TensorDict:
+        reward = torch.tensor([[1.0], [2.0], [6.0]])
+        nxt = {"done": torch.tensor(done).unsqueeze(-1), "episode_reward": reward}
+        return TensorDict({"next": nxt}, batch_size=[3])
+
+    logger = common.RunLogger(tmp_path, total_frames=6)
+    logger.log_episodes(3, batch([False, False, False]))
+    logger.log_episodes(6, batch([True, False, True]))
+    logger.close()
+    with (tmp_path / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows == [{"frames": "6", "name": "train/return", "value": "3.5"}]
