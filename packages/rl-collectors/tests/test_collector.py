@@ -258,6 +258,25 @@ def test_resume_without_env_state_restarts_from_a_reset() -> None:
     assert "live" not in collector.state_dict()  # ToyEnv has no get_state
 
 
+class _ExtraOutputPolicy(nn.Module):
+    """Writes an action and a diagnostic, as Q-value or Gaussian policies do."""
+
+    def forward(self, td):
+        td.set("action", torch.full((*td.batch_size, 1), 0.5))
+        td.set("extra", torch.ones(*td.batch_size, 2))
+        return td
+
+
+def test_random_frames_carry_the_policys_other_outputs_as_zeros() -> None:
+    collector = Collector(
+        ToyEnv((2,)), _ExtraOutputPolicy(), frames_per_batch=4, total_frames=8, init_random_frames=4
+    )
+    random_batch, policy_batch = list(collector)
+    assert set(random_batch.keys(True, True)) == set(policy_batch.keys(True, True))
+    assert (random_batch["extra"] == 0).all() and (policy_batch["extra"] == 1).all()
+    assert not (random_batch["action"] == 0.5).all() and (policy_batch["action"] == 0.5).all()
+
+
 def test_timings_context_manager_and_alias() -> None:
     env = ToyEnv(())
     with SyncDataCollector(

@@ -174,6 +174,7 @@ class Collector:
         self._buffer: StepBuffer | None = None
         self._buffer_generation = 0
         self._root: TensorDictBase | None = None
+        self._zero_outputs: TensorDictBase | None = None
         self._traj_ids = torch.zeros(self._env_numel, dtype=torch.int64)
         self._traj_counter = 0
         self._traj_offset, self._traj_stride = 0, 1
@@ -239,8 +240,25 @@ class Collector:
         root.set("action", action.to(self.env_device))
         return root
 
+    def _policy_outputs_as_zeros(self, root: TensorDictBase) -> TensorDictBase | None:
+        """Zeros of every entry the policy writes besides ``"action"`` (computed once).
+
+        Random-action steps carry them, as in TorchRL, so that batches collected before
+        and after ``init_random_frames`` have the same keys (a replay buffer needs that).
+        The policy is called once, on a copy of the first random step's input.
+        """
+        if self._zero_outputs is None:
+            probe = self._act(root.clone(), random=False)
+            before = set(root.keys(True, True))
+            written = [k for k in probe.keys(True, True) if k not in before and k != "action"]
+            self._zero_outputs = probe.select(*written).apply(torch.zeros_like)
+        return self._zero_outputs
+
     def _act(self, root: TensorDictBase, random: bool) -> TensorDictBase:
-        if random or self.policy is None:
+        if self.policy is None:
+            return self._random_action(root)
+        if random:
+            root.update(self._policy_outputs_as_zeros(root))
             return self._random_action(root)
         if self.policy_device != self.env_device:
             out = self._policy_call(root.to(self.policy_device))
