@@ -93,7 +93,7 @@ class RunConfig:
     target_return: float = float("inf")
     """Stop early once a deterministic evaluation reaches this return (inf: never)."""
     checkpoint_every: int = 50_000
-    """Frames between checkpoints (the envs restart from a seeded reset there)."""
+    """Frames between checkpoints."""
     output_dir: str = "runs"
     """Folder for logs, checkpoints, the learning curve and the summary."""
     resume: str = ""

@@ -95,7 +95,6 @@ class Config(RunConfig):
     eval_episodes: int = 3
     target_return: float = 9300.0
     checkpoint_every: int = 200_000
-    """Frames between checkpoints."""
     output_dir: str = "runs/ppo"
 
     SMOKE: ClassVar[dict[str, object]] = {
