@@ -372,3 +372,15 @@ def test_tensordict_module_policy_fast_path_equals_generic_loop(name, categorica
     assert runs[0]["next", "done"].sum() >= 2
     if with_logits:
         assert runs[0]["logits"].shape[0] == 70
+
+
+def test_single_env_vector_has_batched_reward_spec_and_rolls_out_with_reward_sum():
+    from rl_envs import RewardSum, TransformedEnv, check_env_specs
+
+    base = GymEnv("CartPole-v1", num_envs=1)
+    assert base.batch_size == (1,) and base.reward_spec.shape == (1, 1)
+    env = TransformedEnv(base, RewardSum())
+    env.set_seed(0)
+    check_env_specs(env)
+    rollout = env.rollout(500, break_when_any_done=True)
+    assert rollout["episode_reward"].shape == (*rollout.shape, 1)

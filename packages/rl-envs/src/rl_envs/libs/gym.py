@@ -194,7 +194,8 @@ class GymWrapper(EnvBase):
         self._readers = readers
         self.observation_spec = obs_spec
         self.action_spec = gs.leaves_to_composite(self._act_leaves, d)
-        self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32, device=d)
+        # batch dims written out: with num_envs=1, a bare (1,) would read as the batch alone
+        self.reward_spec = Unbounded(shape=(*self.batch_size, 1), dtype=torch.float32, device=d)
 
     def _render(self) -> np.ndarray:
         frame = self._env.render()
