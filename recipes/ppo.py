@@ -199,8 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])
         schedule.load_state_dict(state["schedule"])
-        vecnorm.load_state_dict(state["vecnorm"])
-        collector.load_state_dict(state["collector"])
+        collector.load_state_dict(state["collector"])  # the env with its VecNorm statistics
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
@@ -238,7 +237,6 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                     "loss": loss_fn.state_dict(),
                     "optim": optim.state_dict(),
                     "schedule": schedule.state_dict(),
-                    "vecnorm": vecnorm.state_dict(),
                     "collector": collector.state_dict(),
                     **counters_state(
                         cfg,
