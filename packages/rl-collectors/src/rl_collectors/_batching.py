@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,22 +26,40 @@ class BatchTimings:
     largest values among the workers of that batch and ``total_s`` is the wall
     time the trainer waited for the batch.
 
+    When a batch comes from one ``env.rollout`` call (``fused=True``, see
+    :class:`~rl_collectors.Collector`'s ``use_env_rollout``), the env runs the policy
+    inside its own loop: ``env_s`` then holds env and policy time together and
+    ``policy_s`` is ``0.0``.
+
     Attributes:
         frames: frames in the batch.
         env_s: time spent in ``env.step`` / resets.
         policy_s: time spent in the policy (or drawing random actions).
         total_s: wall time of the whole batch.
+        fused: ``env_s`` includes the policy (the batch came from ``env.rollout``).
     """
 
     frames: int
     env_s: float
     policy_s: float
     total_s: float
+    fused: bool = False
 
     @property
     def fps(self) -> float:
         """Frames per second of the batch."""
         return self.frames / self.total_s if self.total_s > 0 else math.inf
+
+
+def merge_timings(frames: int, parts: list[BatchTimings], started: float) -> BatchTimings:
+    """One batch's timings from its workers' (the slowest worker's env and policy time)."""
+    return BatchTimings(
+        frames=frames,
+        env_s=max((t.env_s for t in parts), default=0.0),
+        policy_s=max((t.policy_s for t in parts), default=0.0),
+        total_s=time.perf_counter() - started,
+        fused=any(t.fused for t in parts),
+    )
 
 
 def check_frames(frames_per_batch: int, total_frames: int, unit: int, what: str) -> None:

@@ -8,7 +8,8 @@ done sub-envs through ``"_reset"``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -119,8 +120,37 @@ def env_step_and_maybe_reset(
         raise RuntimeError(
             "env.step(td) returned None; the contract asks for the TensorDict with 'next'."
         )
-    next_root = step_mdp(transition, reward_keys)
+    return transition, root_after(env, transition, reward_keys)
+
+
+_ROLLOUT_ARGUMENTS = frozenset({"auto_reset", "tensordict", "break_when_any_done"})
+
+
+def env_rollout(env: Any) -> Callable[..., TensorDictBase] | None:
+    """The env's ``rollout`` when it takes TorchRL's arguments, else ``None``.
+
+    A collector may fill a whole batch with one call
+    ``env.rollout(T, policy, auto_reset=False, tensordict=root, break_when_any_done=False)``
+    (docs/contract.md, "Rollouts"): an env library can run that loop far faster than a
+    step at a time. Envs without such a method are stepped one step at a time.
+    """
+    rollout = getattr(env, "rollout", None)
+    if not callable(rollout):
+        return None
+    try:
+        parameters = inspect.signature(rollout).parameters
+    except (TypeError, ValueError):
+        return None
+    return rollout if parameters.keys() >= _ROLLOUT_ARGUMENTS else None
+
+
+def root_after(
+    env: Any, last_step: TensorDictBase, reward_keys: Sequence[NestedKey]
+) -> TensorDictBase:
+    """The root that follows ``last_step`` (one transition): :func:`step_mdp`, then reset
+    the sub-envs that are done, as :func:`env_step_and_maybe_reset` does after a step."""
+    next_root = step_mdp(last_step, reward_keys)
     done = next_root.get(DONE_KEY)
     if done.any():
         next_root = partial_reset(env, next_root, done)
-    return transition, next_root
+    return next_root

@@ -24,7 +24,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 from torch import nn
 
-from rl_collectors._batching import BatchTimings, check_options
+from rl_collectors._batching import BatchTimings, check_options, merge_timings
 from rl_collectors._policy import resolve_exploration_type
 from rl_collectors._weights import SharedWeights
 from rl_collectors._worker import WorkerSpec, worker_main
@@ -155,6 +155,7 @@ class _MultiCollectorBase:
                 frames_per_batch=self._worker_frames_per_batch(),
                 collector_kwargs=collector_kwargs,
                 num_threads=num_sub_threads,
+                preemptive=getattr(self, "_preempt", False),
             )
             parent_end, child_end = self._context.Pipe()
             stop = self._context.RawValue("b", 0)
@@ -306,12 +307,7 @@ class _MultiCollectorBase:
 
     def _timings(self, indices: Sequence[int], frames: int, started: float) -> BatchTimings:
         worker = [self.worker_timings[i] for i in indices if self.worker_timings[i] is not None]
-        return BatchTimings(
-            frames=frames,
-            env_s=max((t.env_s for t in worker), default=0.0),
-            policy_s=max((t.policy_s for t in worker), default=0.0),
-            total_s=time.perf_counter() - started,
-        )
+        return merge_timings(frames, worker, started)
 
     # -- checkpointing ----------------------------------------------------------------------
     def _idle_check(self) -> None:

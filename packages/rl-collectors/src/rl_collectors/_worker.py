@@ -26,6 +26,7 @@ class WorkerSpec:
     frames_per_batch: int
     collector_kwargs: dict[str, Any] = field(default_factory=dict)
     num_threads: int = 1
+    preemptive: bool = False  # poll the stop flag at every step (else whole rollouts)
 
 
 def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
@@ -63,6 +64,7 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
             conn.send(("config_error", type(err).__name__, str(err)))
             return
         conn.send(("ready", tuple(collector.batch_size)))
+        should_stop = (lambda: stop.value != 0) if spec.preemptive else None
         held_version = 0
         sent_generation = 0
         while True:
@@ -71,7 +73,7 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
                 if weights is not None and collector.policy is not None:
                     held_version = weights.pull(collector.policy, held_version)
                 collector.policy_version = held_version
-                written = collector._collect(argument, should_stop=lambda: stop.value != 0)
+                written = collector._collect(argument, should_stop=should_stop)
                 buffer = None
                 if collector._buffer_generation != sent_generation:
                     buffer = collector._buffer.data

@@ -26,8 +26,10 @@ from rl_collectors._buffer import StepBuffer
 from rl_collectors._env_step import (
     DONE_KEY,
     TRUNCATED_KEY,
+    env_rollout,
     env_step_and_maybe_reset,
     partial_reset,
+    root_after,
 )
 from rl_collectors._policy import (
     fast_policy_call,
@@ -75,8 +77,17 @@ class Collector:
     Each iteration yields a TensorDict of shape ``[*env.batch_size, T]`` with
     ``T = frames_per_batch // env.batch_size.numel()`` (or ``[frames]`` with
     ``flatten=True``, or ``[N, T_max]`` with ``split_trajs=True``). Transitions
-    are written step by step into one preallocated buffer; the batch handed
-    out is a copy of it unless ``return_same_td=True``.
+    are written into one preallocated buffer; the batch handed out is a copy of
+    it unless ``return_same_td=True``.
+
+    When the env has a TorchRL-style ``rollout`` (``rl_envs`` envs, TorchRL envs),
+    a batch run wholly by the policy (or wholly at random without one) is one call
+    ``env.rollout(T, policy, auto_reset=False, tensordict=root,
+    break_when_any_done=False)``: the env library runs the loop its fastest way.
+    Batches that need the collector at every step (``max_frames_per_traj``, the
+    switch from random to policy actions, preemption in multiprocess workers, a
+    policy on another device) are stepped here one step at a time. Both paths
+    produce the same batch.
 
     Args:
         create_env_fn: an env honouring ``docs/contract.md`` or a callable returning one.
@@ -102,6 +113,9 @@ class Collector:
         track_policy_version: write ``("collector", "policy_version")`` (bumped by
             :meth:`update_policy_weights_`).
         progress_bar: show a tqdm bar of collected frames.
+        use_env_rollout: fill batches with ``env.rollout`` where possible (see above);
+            ``False`` steps the env one step at a time, which also splits
+            ``last_timings`` into env and policy time.
 
     Examples:
         >>> collector = Collector(make_env, policy=None, frames_per_batch=100, total_frames=300)  # doctest: +SKIP
@@ -132,6 +146,7 @@ class Collector:
         flatten: bool = False,
         track_policy_version: bool = False,
         progress_bar: bool = False,
+        use_env_rollout: bool = True,
     ) -> None:
         check_options(split_trajs, flatten)
         if max_frames_per_traj is not None and max_frames_per_traj <= 0:
@@ -170,6 +185,7 @@ class Collector:
 
         self._reward_keys = tuple(getattr(self.env, "reward_keys", None) or ("reward",))
         self._use_env_smr = callable(getattr(self.env, "step_and_maybe_reset", None))
+        self._env_rollout = env_rollout(self.env) if use_env_rollout else None
         self._steps_per_batch = frames_per_batch // self._env_numel
         self._buffer: StepBuffer | None = None
         self._buffer_generation = 0
@@ -284,10 +300,15 @@ class Collector:
         return partial_reset(self.env, next_root, shaped)
 
     def _collect(self, num_steps: int, should_stop: Callable[[], bool] | None = None) -> int:
-        """Fill the first ``num_steps`` steps of the buffer; returns the number of steps written."""
+        """Fill the first ``num_steps`` steps of the buffer; returns the number of steps written.
+
+        ``should_stop`` (multiprocess preemption) is polled before each step but the first.
+        """
         t_start = time.perf_counter()
-        env_s = policy_s = 0.0
         root = self._reset_all() if self.reset_at_each_iter or self._root is None else self._root
+        if self._can_roll_out(should_stop):
+            return self._collect_by_rollout(root, num_steps, t_start)
+        env_s = policy_s = 0.0
         written = 0
         # ``_traj_ids`` is only ever updated in place, so one view serves every step.
         traj_ids = [self._traj_ids.view(self.batch_size)]
@@ -327,6 +348,58 @@ class Collector:
                 root = next_root
                 written += 1
         self._root = root
+        return self._finish_collect(written, t_start, env_s, policy_s)
+
+    def _can_roll_out(self, should_stop: Callable[[], bool] | None) -> bool:
+        """Whether the next batch can be one ``env.rollout`` call (see the class docstring)."""
+        if self._env_rollout is None or should_stop is not None:
+            return False
+        if self.max_frames_per_traj is not None or self.policy_device != self.env_device:
+            return False
+        return self.policy is None or self._frames >= self.init_random_frames
+
+    def _collect_by_rollout(self, root: TensorDictBase, num_steps: int, t_start: float) -> int:
+        """Fill the buffer from one ``env.rollout`` call; trajectory ids follow the done flags."""
+        with torch.no_grad(), set_interaction_type(self.exploration_type):
+            batch = self._env_rollout(
+                num_steps,
+                self.policy,
+                auto_reset=False,
+                tensordict=root,
+                break_when_any_done=False,
+            )
+            expected = (*self.batch_size, num_steps)
+            if tuple(batch.batch_size) != expected:
+                raise RuntimeError(
+                    f"{type(self.env).__name__}.rollout({num_steps}, break_when_any_done=False) "
+                    f"returned a batch of shape {tuple(batch.batch_size)}, expected {expected}. "
+                    "An env's rollout must auto-reset and run every step (docs/contract.md); "
+                    "fix the env or pass use_env_rollout=False to the collector."
+                )
+            self._root = root_after(self.env, batch[..., -1].clone(), self._reward_keys)
+        self._ensure_buffer(batch[..., 0])
+        data = self._buffer.data
+        (data if num_steps == data.shape[-1] else data[..., :num_steps]).update_(batch)
+        done = batch.get(("next", DONE_KEY)).reshape(self._env_numel, num_steps).cpu()
+        self._write_traj_ids(data.get(TRAJ_IDS_KEY), done)
+        elapsed = time.perf_counter() - t_start
+        return self._finish_collect(num_steps, t_start, elapsed, 0.0, fused=True)
+
+    def _write_traj_ids(self, traj_ids: torch.Tensor, done: torch.Tensor) -> None:
+        """Trajectory ids of a ``[n_envs, T]`` block of done flags, as the step loop gives them:
+        a sub-env done at step ``t`` starts a new trajectory (a new id) at ``t + 1``."""
+        ids = traj_ids.view(self._env_numel, -1)
+        start = 0
+        for step in done.any(0).nonzero().flatten().tolist():
+            ids[:, start : step + 1] = self._traj_ids.unsqueeze(-1)
+            self._new_traj_ids(done[:, step])
+            start = step + 1
+        if start < done.shape[1]:
+            ids[:, start : done.shape[1]] = self._traj_ids.unsqueeze(-1)
+
+    def _finish_collect(
+        self, written: int, t_start: float, env_s: float, policy_s: float, fused: bool = False
+    ) -> int:
         if self.track_policy_version and written:
             self._buffer.data.get(POLICY_VERSION_KEY)[..., :written].fill_(self.policy_version)
         self._frames += written * self._env_numel
@@ -335,6 +408,7 @@ class Collector:
             env_s=env_s,
             policy_s=policy_s,
             total_s=time.perf_counter() - t_start,
+            fused=fused,
         )
         return written
 

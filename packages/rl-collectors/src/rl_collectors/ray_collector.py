@@ -26,6 +26,7 @@ from rl_collectors._batching import (
     finish_batch,
     frames_for_next_batch,
     make_progress_bar,
+    merge_timings,
 )
 from rl_collectors._multi_base import WorkerError
 from rl_collectors._policy import load_weights_, module_weights, resolve_exploration_type
@@ -253,12 +254,7 @@ class RayCollector:
             batch = batch.to(self.storing_device)
         self._frames += frames
         self._iter += 1
-        self.last_timings = BatchTimings(
-            frames=frames,
-            env_s=max(t.env_s for t in timings),
-            policy_s=max(t.policy_s for t in timings),
-            total_s=time.perf_counter() - started,
-        )
+        self.last_timings = merge_timings(frames, timings, started)
         if bar is not None:
             bar.update(frames)
         return finish_batch(
