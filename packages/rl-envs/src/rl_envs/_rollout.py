@@ -13,6 +13,10 @@ Two paths produce the same TensorDict:
   first step's input is fully checked (``env._check_step_input``), later steps go
   through ``_step_unchecked`` / ``_step_and_maybe_reset_unchecked``, and the steps
   are stacked once at the end (into ``out`` when given).
+
+Either way, with ``env.validate_actions`` on, the actions of every step are checked
+against the action spec in one vectorised pass over the whole rollout before it is
+returned (:func:`check_rollout_actions`): an out-of-spec action raises, naming its step.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
+from rl_envs._checks import check_action_in_spec
 from rl_envs.utils import step_mdp
 
 if TYPE_CHECKING:
@@ -177,6 +182,26 @@ def _check_out(out: TensorDictBase, batch_size: torch.Size, max_steps: int) -> N
         )
 
 
+def check_rollout_actions(env: EnvBase, result: TensorDictBase) -> None:
+    """Every step's actions inside the action spec (one pass over ``[*B, T, ...]``).
+
+    Raises:
+        ValueError: from the first step holding an out-of-spec action, naming that step.
+    """
+    nb = len(env.batch_size)
+    keys, spec = env.action_keys, env.full_action_spec
+    time_first = result.select(*keys)
+    if nb:
+        time_first = time_first.apply(lambda x: x.movedim(nb, 0), batch_size=[result.shape[nb]])
+    if all(spec[key].is_in(time_first.get(key)) for key in keys):
+        return
+    for step in range(time_first.batch_size[0]):
+        try:
+            check_action_in_spec(time_first[step], keys, spec)
+        except ValueError as err:
+            raise ValueError(f"rollout step {step}: {err}") from None
+
+
 def run_rollout(
     env: EnvBase,
     max_steps: int,
@@ -206,6 +231,8 @@ def run_rollout(
         mode = "any" if break_any or (break_all and nb == 0) else ("all" if break_all else "none")
         fast = env._fast_rollout(root, max_steps, policy, mode)
         if fast is not None:
+            if env.validate_actions:
+                check_rollout_actions(env, fast)
             if mode == "all":
                 fast = _freeze_after_first_done(fast, nb)
             if out is not None:
@@ -254,6 +281,8 @@ def run_rollout(
                 break
         root = nxt
     result = _stack(steps, nb, return_contiguous, out)
+    if env.validate_actions and return_contiguous:
+        check_rollout_actions(env, result)
     if break_all and nb > 0 and return_contiguous:
         frozen = _freeze_after_first_done(result, nb)
         if frozen is not result:
