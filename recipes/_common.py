@@ -251,6 +251,20 @@ def load_buffer_state_dict(buffer: Any, state: dict[str, Any]) -> None:
     buffer.sampler.load_state_dict(state["sampler"])
 
 
+def action_half_range(action_spec: Any) -> float:
+    """Half the width of a bounded action spec (the largest over its dimensions).
+
+    Exploration and smoothing noise are given in units of it, as in TD3's paper and
+    CleanRL: ``0.1`` means 10% of the action range whatever the task's bounds.
+
+    Example:
+        >>> from rl_envs import Bounded
+        >>> action_half_range(Bounded(-3.0, 3.0, shape=(1,)))
+        3.0
+    """
+    return float(((action_spec.space.high - action_spec.space.low) / 2).max())
+
+
 def evaluate(env: Any, policy: Any, episodes: int, seed: int | None = None) -> float:
     """Mean return of ``episodes`` deterministic episodes (mode of the policy, no exploration noise).
 

@@ -26,6 +26,7 @@ from _common import (
     RunConfig,
     RunLogger,
     Stopwatch,
+    action_half_range,
     buffer_state_dict,
     counters_state,
     evaluate,
@@ -70,7 +71,7 @@ class Config(RunConfig):
     tau: float = 0.005
     """Polyak step of the target actor and critic."""
     exploration_noise: float = 0.1
-    """Std of the Gaussian noise added to the actions while collecting."""
+    """Std of the Gaussian noise added to the actions while collecting (in action half-ranges)."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critic."""
     output_dir: str = "runs/ddpg"
@@ -120,8 +121,13 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     env.set_seed(cfg.seed)
     eval_env = make_env(cfg)
     actor, critic = make_agent(cfg, env)
+    half_range = action_half_range(env.action_spec)
     exploration = AdditiveGaussianModule(
-        env.action_spec, sigma_init=1.0, sigma_end=1.0, mean=0.0, std=cfg.exploration_noise
+        env.action_spec,
+        sigma_init=1.0,
+        sigma_end=1.0,
+        mean=0.0,
+        std=cfg.exploration_noise * half_range,
     )
     policy = TensorDictSequential(actor, exploration)
     loss_fn = DDPGLoss(actor, critic, loss_function="l2", delay_actor=True, delay_value=True)

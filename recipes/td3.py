@@ -27,6 +27,7 @@ from _common import (
     RunConfig,
     RunLogger,
     Stopwatch,
+    action_half_range,
     buffer_state_dict,
     counters_state,
     evaluate,
@@ -73,11 +74,11 @@ class Config(RunConfig):
     policy_delay: int = 2
     """Critic steps per actor (and target) step."""
     exploration_noise: float = 0.1
-    """Std of the Gaussian noise added to the actions while collecting."""
+    """Std of the Gaussian noise added to the actions while collecting (in action half-ranges)."""
     policy_noise: float = 0.2
-    """Std of the target policy smoothing noise."""
+    """Std of the target policy smoothing noise (in action half-ranges)."""
     noise_clip: float = 0.5
-    """Clip of the target policy smoothing noise."""
+    """Clip of the target policy smoothing noise (in action half-ranges)."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critics."""
     output_dir: str = "runs/td3"
@@ -127,8 +128,13 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     env.set_seed(cfg.seed)
     eval_env = make_env(cfg)
     actor, qvalue = make_agent(cfg, env)
+    half_range = action_half_range(env.action_spec)
     exploration = AdditiveGaussianModule(
-        env.action_spec, sigma_init=1.0, sigma_end=1.0, mean=0.0, std=cfg.exploration_noise
+        env.action_spec,
+        sigma_init=1.0,
+        sigma_end=1.0,
+        mean=0.0,
+        std=cfg.exploration_noise * half_range,
     )
     policy = TensorDictSequential(actor, exploration)
     loss_fn = TD3Loss(
@@ -136,8 +142,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         qvalue,
         action_spec=env.action_spec,
         num_qvalue_nets=2,
-        policy_noise=cfg.policy_noise,
-        noise_clip=cfg.noise_clip,
+        policy_noise=cfg.policy_noise * half_range,
+        noise_clip=cfg.noise_clip * half_range,
         loss_function="l2",
     )
     loss_fn.make_value_estimator(gamma=cfg.gamma)
