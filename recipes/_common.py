@@ -122,7 +122,6 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
     docs = field_docs(cls)
     parser = argparse.ArgumentParser(
         description=(inspect.getdoc(cls) or "").split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for field in _recipe_fields_first(cls):
         default = field.default
