@@ -12,7 +12,9 @@ Two paths produce the same TensorDict:
 * the generic loop below: random actions are drawn for all steps at once, the
   first step's input is fully checked (``env._check_step_input``), later steps go
   through ``_step_unchecked`` / ``_step_and_maybe_reset_unchecked``, and the steps
-  are stacked once at the end (into ``out`` when given).
+  are stacked once at the end (into ``out`` when given). The env's post-step-mdp
+  hooks (``env._post_step_mdp_hooks``) run on every step, the last one included
+  (with no next root), so a rollout stores what ``step_and_maybe_reset`` stores.
 
 Either way, with ``env.validate_actions`` on, the actions of every step are checked
 against the action spec in one vectorised pass over the whole rollout before it is
@@ -246,6 +248,7 @@ def run_rollout(
         spec = env.full_action_spec
         random_actions = [(k, spec[k].rand((max_steps,))) for k in spec.keys(True, True)]
     reward_keys, done_keys, action_keys = env.reward_keys, env.done_keys, env.action_keys
+    hooks = env._post_step_mdp_hooks
     steps: list[TensorDictBase] = []
     ever_done: torch.Tensor | None = None
     for i in range(max_steps):
@@ -260,20 +263,24 @@ def run_rollout(
             env._check_step_input(root)
         last = i == max_steps - 1
         if not break_any and not last:
-            td, nxt = env._step_and_maybe_reset_unchecked(root)
+            td, nxt = env._step_and_maybe_reset_unchecked(root)  # runs the hooks itself
         else:
             td, nxt = env._step_unchecked(root), None
+            if break_any and not last and not bool(td.get(("next", "done")).any()):
+                nxt = step_mdp(
+                    td, reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys
+                )
+            if hooks is not None:
+                # every stored step goes through the hooks, so all steps share one layout
+                td, nxt = hooks(td, nxt)
         steps.append(td)
         if callback is not None:
             callback(env, td)
         if last:
             break
         if break_any:
-            if bool(td.get(("next", "done")).any()):
+            if nxt is None:  # a done step: stop here
                 break
-            nxt = step_mdp(
-                td, reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys
-            )
         elif break_all:
             done = td.get(("next", "done"))
             ever_done = done if ever_done is None else ever_done | done

@@ -43,8 +43,10 @@ Public behaviour:
   ``("next", "recurrent_state_h")`` written by an LSTM policy) are kept unless
   ``_step`` returns the same key (the env wins, as in TorchRL): ``"next"`` is
   updated, not replaced (``keep_preset_next``).
-* ``step_and_maybe_reset(td) -> (td, root)``: ``step``, then ``step_mdp``; where
-  ``("next", "done")`` is ``True`` the root is reset (a partial reset through
+* ``step_and_maybe_reset(td) -> (td, root)``: ``step``, then ``step_mdp``, then the
+  env's post-step-mdp hooks (``env._post_step_mdp_hooks``, ``None`` for plain envs;
+  a ``TransformedEnv`` runs those of its transforms, e.g. ``NextObservationDelta``);
+  where ``("next", "done")`` is ``True`` the root is reset (a partial reset through
   ``"_reset"``). ``td`` keeps the true final observation under ``"next"``.
 * ``rollout(max_steps, policy=None, ...)``: see :meth:`EnvBase.rollout` and
   ``rl_envs._rollout``. Output shape ``[*B, T]`` (time last).
@@ -98,6 +100,11 @@ def _is_composite(spec: Any) -> bool:
     return isinstance(spec, Composite)
 
 
+_PostStepMdpHook = Callable[
+    [TensorDictBase, TensorDictBase | None], tuple[TensorDictBase, TensorDictBase | None]
+]
+
+
 class EnvBase(torch.nn.Module):
     """Base class of environments: TensorDict in, TensorDict out.
 
@@ -129,6 +136,12 @@ class EnvBase(torch.nn.Module):
         >>> Walk().rollout(5).batch_size
         torch.Size([5])
     """
+
+    _post_step_mdp_hooks: _PostStepMdpHook | None = None
+    """Called as ``hooks(td, next_root) -> (td, next_root)`` after ``step_mdp`` in
+    ``step_and_maybe_reset`` and on every ``rollout`` step (``next_root`` is ``None``
+    where the rollout builds none); ``None`` (the default) means there is nothing to run.
+    TorchRL's name. ``TransformedEnv`` sets it when one of its transforms has such a hook."""
 
     def __init__(
         self,
@@ -500,6 +513,9 @@ class EnvBase(torch.nn.Module):
     ) -> tuple[TensorDictBase, TensorDictBase]:
         tensordict = self._step_unchecked(tensordict)
         root = _next_root(tensordict, self.reward_keys, self.action_keys)
+        hooks = self._post_step_mdp_hooks
+        if hooks is not None:
+            tensordict, root = hooks(tensordict, root)
         done = root.get("done", None)
         if done is not None and bool(done.any()):
             root.set("_reset", done)

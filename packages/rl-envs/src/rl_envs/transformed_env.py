@@ -130,6 +130,29 @@ class TransformedEnv(EnvBase):
         self._full_action_spec = specs.action
         self._full_state_spec = specs.state
         self._needs_inv = any(t._has_inverse() for t in _flatten(self.transform))
+        self._has_hooks = self.transform._has_post_step_mdp_hook()
+
+    @property
+    def _post_step_mdp_hooks(self) -> Any:
+        """The post-step-mdp hooks of the transforms (and of the base env), or ``None``."""
+        if self._has_hooks or self.base_env._post_step_mdp_hooks is not None:
+            return self._run_post_step_mdp_hooks
+        return None
+
+    def _run_post_step_mdp_hooks(
+        self, tensordict: TensorDictBase, next_root: TensorDictBase | None
+    ) -> tuple[TensorDictBase, TensorDictBase | None]:
+        base_hooks = self.base_env._post_step_mdp_hooks
+        if base_hooks is not None:
+            tensordict, next_root = base_hooks(tensordict, next_root)
+        return self.transform._post_step_mdp_hooks(tensordict, next_root)
+
+    def _transform_transition_specs(self, specs: dict[Any, Any]) -> dict[Any, Any]:
+        """The stored transition's leaf specs (see ``Transform._transform_transition_specs``)."""
+        base = getattr(self.base_env, "_transform_transition_specs", None)
+        if base is not None:
+            specs = base(specs)
+        return self.transform._transform_transition_specs(specs)
 
     # ------------------------------------------------------------- the stack
     def append_transform(self, transform: Transform | Mapping[Any, Any]) -> TransformedEnv:
@@ -168,7 +191,8 @@ class TransformedEnv(EnvBase):
         Applies to random-action rollouts started by a full reset, when no transform
         has an inverse and each one can be applied to a whole trajectory with the
         same result as step by step (per-key maps, StepCounter without max_steps,
-        RewardSum, InitTracker); otherwise ``None`` (the generic loop).
+        RewardSum, InitTracker, NextObservationDelta); otherwise ``None`` (the generic
+        loop). Post-step-mdp hooks then run once on the whole trajectory.
         """
         last = self.__dict__.get("_last_reset")
         if (
@@ -192,7 +216,11 @@ class TransformedEnv(EnvBase):
                 .expand(*value.shape[:nb], traj.shape[nb], *value.shape[nb:])
                 .clone(),
             )
-        return self.transform._rollout_map(traj)
+        traj = self.transform._rollout_map(traj)
+        hooks = self._post_step_mdp_hooks
+        if hooks is not None:
+            traj, _ = hooks(traj, None)
+        return traj
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._last_reset = None

@@ -102,9 +102,12 @@ def check_env_specs(
 ) -> None:
     """Checks that a short rollout of ``env`` matches its specs, key by key.
 
-    Runs ``env.rollout(3)`` and a ``reset()``, then compares with a zero-filled
-    TensorDict built from the specs: same keys, shapes and (optionally) dtypes,
-    every value inside its spec, and ``done == terminated | truncated``.
+    Runs one ``step_and_maybe_reset``, ``env.rollout(3)`` and a ``reset()``, then
+    compares with the entries the specs declare: same keys, shapes and (optionally)
+    dtypes, every value inside its spec, and ``done == terminated | truncated``.
+    A stored transition holds every spec'd entry at the root and under ``"next"``,
+    as rewritten by the env's ``_transform_transition_specs`` when it has one (e.g.
+    ``NextObservationDelta`` stores ``("next", "delta", key)`` instead of ``("next", key)``).
 
     Args:
         env: any env honouring the contract.
@@ -140,6 +143,10 @@ def check_env_specs(
     for spec in (obs_spec, state_spec, done_spec, reward_spec):
         for k in spec.keys(True, True):
             expected[("next", *_as_tuple(k))] = spec[k]
+    # transforms that change what a stored transition holds (NextObservationDelta) say how
+    transition_specs = getattr(env, "_transform_transition_specs", None)
+    if transition_specs is not None:
+        expected = transition_specs(expected)
 
     def compare_keys(td: TensorDictBase, what: str) -> None:
         got = {_as_tuple(k) for k in td.keys(True, True)}
@@ -151,7 +158,8 @@ def check_env_specs(
                 "observation/action/reward/done/state spec."
             )
 
-    compare_keys(env.rand_step(env.reset(tensordict)), "one rand_step()")
+    one_step, _ = env.step_and_maybe_reset(env.rand_action(env.reset(tensordict)))
+    compare_keys(one_step, "one step_and_maybe_reset()")
     rollout = env.rollout(
         3,
         return_contiguous=return_contiguous,

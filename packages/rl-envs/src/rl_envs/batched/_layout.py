@@ -66,8 +66,24 @@ def as_kwargs_list(
     return kwargs
 
 
+def check_sub_env(env: Any) -> None:
+    """Refuses a sub-env with post-step-mdp hooks: batched envs step sub-envs without them.
+
+    Raises:
+        ValueError: naming the sub-env and the fix (put the transform outside).
+    """
+    if getattr(env, "_post_step_mdp_hooks", None) is not None:
+        raise ValueError(
+            f"A batched env's sub-env ({type(env).__name__}) holds a transform that edits "
+            "stored transitions after step_mdp (e.g. NextObservationDelta); SerialEnv and "
+            "ParallelEnv step their sub-envs without that hook. Put the transform outside: "
+            "TransformedEnv(ParallelEnv(n, make_env), NextObservationDelta())."
+        )
+
+
 def read_meta(env: Any) -> SubEnvMeta:
-    """The specs of a built sub-env."""
+    """The specs of a built sub-env (checked with :func:`check_sub_env`)."""
+    check_sub_env(env)
     return SubEnvMeta(
         observation=env.full_observation_spec.clone(),
         action=env.full_action_spec.clone(),

@@ -23,7 +23,7 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_envs.batched._gym_step import gym_stepper
-from rl_envs.batched._layout import Buffers, NestedKey
+from rl_envs.batched._layout import Buffers, NestedKey, check_sub_env
 
 _PARENT_POLL_S = 1.0
 
@@ -32,6 +32,8 @@ class EnvGroup:
     """``k`` sub-envs stepping into rows ``first:first + k`` of shared buffers."""
 
     def __init__(self, envs: list[Any], buffers: Buffers, first: int) -> None:
+        for env in envs:
+            check_sub_env(env)
         self.envs = envs
         self.first = first
         self.buffers = buffers

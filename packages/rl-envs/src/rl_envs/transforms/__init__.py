@@ -11,6 +11,7 @@ from rl_envs.transforms.frame_skip import FrameSkipTransform
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from rl_envs.transforms.init_tracker import InitTracker
 from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
+from rl_envs.transforms.next_observation_delta import NextObservationDelta
 from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.primer import TensorDictPrimer
@@ -46,6 +47,7 @@ __all__ = [
     "FrameSkipTransform",
     "GrayScale",
     "InitTracker",
+    "NextObservationDelta",
     "NoopResetEnv",
     "ObservationNorm",
     "RenameTransform",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from tensordict import TensorDictBase
 from torch import nn
@@ -89,6 +90,21 @@ class Compose(Transform):
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         for t in self.transforms:
             specs = t.transform_specs(specs)
+        return specs
+
+    def _post_step_mdp_hooks(
+        self, tensordict: TensorDictBase, next_root: TensorDictBase | None
+    ) -> tuple[TensorDictBase, TensorDictBase | None]:
+        for t in self.transforms:
+            tensordict, next_root = t._post_step_mdp_hooks(tensordict, next_root)
+        return tensordict, next_root
+
+    def _has_post_step_mdp_hook(self) -> bool:
+        return any(t._has_post_step_mdp_hook() for t in self.transforms)
+
+    def _transform_transition_specs(self, specs: dict[Any, Any]) -> dict[Any, Any]:
+        for t in self.transforms:
+            specs = t._transform_transition_specs(specs)
         return specs
 
     # ------------------------------------------------------------- the chain

@@ -211,6 +211,36 @@ class Transform(nn.Module):
         root.set("next", nxt)
         return root
 
+    # ------------------------------------------------------ after step_mdp
+    def _post_step_mdp_hooks(
+        self, tensordict: TensorDictBase, next_root: TensorDictBase | None
+    ) -> tuple[TensorDictBase, TensorDictBase | None]:
+        """Edits a stored transition and the next root once ``step_mdp`` has built the latter.
+
+        ``TransformedEnv`` calls it in ``step_and_maybe_reset`` (after ``step_mdp``, before
+        done entries are reset) and on every step of ``rollout``. ``tensordict`` is the
+        transition the caller stores (root + ``"next"``); ``next_root`` is what the next
+        step starts from, ``None`` where the rollout builds none (its last step). It may
+        also receive a whole ``[*B, T]`` trajectory with ``next_root=None`` (the fast
+        rollout path). Identity by default; override it to drop transient entries from
+        the stored data (e.g. :class:`NextObservationDelta`).
+        """
+        return tensordict, next_root
+
+    def _has_post_step_mdp_hook(self) -> bool:
+        """Whether :meth:`_post_step_mdp_hooks` is overridden (it then must run)."""
+        return type(self)._post_step_mdp_hooks is not Transform._post_step_mdp_hooks
+
+    def _transform_transition_specs(self, specs: dict[Any, Any]) -> dict[Any, Any]:
+        """The specs of a stored transition's leaves, keyed by full path (tuples).
+
+        ``specs`` holds the root entries (observations, actions, states, done flags)
+        and ``("next", ...)`` entries as the env's specs describe them. Identity by
+        default; a transform whose post-step hook changes the stored layout rewrites
+        it. :func:`~rl_envs.check_env_specs` compares rollouts with the result.
+        """
+        return specs
+
     # ----------------------------------------------------------------- specs
     def transform_leaf_spec(self, spec: Any) -> Any:
         """The spec of ``out_key`` given the spec of ``in_key`` (identity by default)."""
