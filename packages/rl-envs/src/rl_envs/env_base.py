@@ -65,7 +65,8 @@ Exact state (bit-identical resumes from a checkpoint):
   to save.
 * The default raises ``NotImplementedError`` naming the env class. Implemented by
   ``GymEnv``/``GymWrapper`` (single envs and ``SyncVectorEnv``; ``AsyncVectorEnv``
-  raises), ``PendulumEnv`` and ``DMControlEnv``/``DMControlWrapper``.
+  raises), ``PendulumEnv`` and ``DMControlEnv``/``DMControlWrapper``, and by
+  ``TransformedEnv``, ``SerialEnv`` and ``ParallelEnv`` over envs that implement it.
 
 Input checking (the documented choice for the hot path):
 
@@ -653,7 +654,7 @@ _STATEFUL_ENVS = (
     "GymEnv/GymWrapper (single envs and gymnasium.vector.SyncVectorEnv; not AsyncVectorEnv)",
     "PendulumEnv",
     "DMControlEnv/DMControlWrapper",
-    "TransformedEnv and SerialEnv over envs that support it",
+    "TransformedEnv, SerialEnv and ParallelEnv over envs that support it",
 )
 
 

@@ -8,13 +8,17 @@ writes its outputs into views of ``buffers.next`` / ``buffers.reset`` with
 Worker protocol (one duplex pipe per worker, one-byte commands, replies
 ``b"k"`` or ``b"e" + traceback``): ``s`` step, ``r`` reset (the rows flagged in
 ``inputs["_reset"]``), ``d<seed>`` seed sub-env ``j`` with ``seed + first + j``,
-``c`` close. A worker also exits when its parent process disappears.
+``c`` close. Exact state (not per step, so pickled): ``g`` replies
+``b"k" + pickle([state of each sub-env])``, ``t + pickle([states])`` restores them;
+their failures reply ``b"n" + pickle((not_implemented, message))`` and leave the
+worker running. A worker also exits when its parent process disappears.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -98,6 +102,20 @@ class EnvGroup:
             else:
                 env.set_seed(seed if static_seed else seed + self.first + j, static_seed=True)
 
+    def get_state(self) -> list[dict[str, Any]]:
+        """The exact state of each sub-env (``env.get_state()``), in row order."""
+        return [env.get_state() for env in self.envs]
+
+    def set_state(self, states: list[dict[str, Any]]) -> None:
+        """Restores one :meth:`get_state` entry into each sub-env."""
+        if len(states) != len(self.envs):
+            raise ValueError(
+                f"got {len(states)} sub-env states for the {len(self.envs)} sub-envs of rows "
+                f"{self.first}..{self.first + len(self.envs) - 1}."
+            )
+        for env, state in zip(self.envs, states, strict=True):
+            env.set_state(state)
+
     def close(self) -> None:
         for env in self.envs:
             env.close()
@@ -174,8 +192,11 @@ def worker_loop(
                 cmd = conn.recv_bytes()
             except (EOFError, OSError):
                 return
+            op = cmd[:1]
+            if op in (b"g", b"t"):
+                _state_command(conn, group, cmd)
+                continue
             try:
-                op = cmd[:1]
                 if op == b"s":
                     group.step()
                 elif op == b"a":
@@ -199,6 +220,21 @@ def worker_loop(
         if group is not None:
             with contextlib.suppress(Exception):  # closing is best effort in a dying worker
                 group.close()
+
+
+def _state_command(conn: Any, group: EnvGroup, cmd: bytes) -> None:
+    """``g`` (get the sub-envs' states) or ``t`` (set them); failures keep the worker up."""
+    try:
+        if cmd[:1] == b"g":
+            reply = b"k" + pickle.dumps(group.get_state())
+        else:
+            group.set_state(pickle.loads(cmd[1:]))
+            reply = b"k"
+    except Exception as exc:
+        message = f"in worker pid {os.getpid()}:\n{traceback.format_exc()}"
+        reply = b"n" + pickle.dumps((isinstance(exc, NotImplementedError), message))
+    with contextlib.suppress(BrokenPipeError, OSError):
+        conn.send_bytes(reply)
 
 
 def _reply_error(conn: Any, what: str) -> None:

@@ -53,6 +53,10 @@ class ParallelEnv(EnvBase):
     killed by a signal), the parent raises within a second instead of hanging.
     Either way every worker is stopped and reaped first: no orphan, no zombie.
 
+    ``get_state()`` / ``set_state()`` save and restore the exact state of every
+    sub-env (through the workers, in the format of :class:`SerialEnv`'s), so a
+    restored ParallelEnv continues bit for bit.
+
     Lambdas and closures work with ``mp_start_method="fork"`` (the default
     on Linux); with ``"spawn"`` the callables are sent with cloudpickle when it
     is installed (wrap them in ``EnvCreator`` for clarity), otherwise they must
@@ -277,6 +281,85 @@ class ParallelEnv(EnvBase):
         else:
             _shutdown(self._procs, self._conns)
         self._procs, self._conns = [], []
+
+    def _exchange_state(self, cmds: list[bytes], what: str) -> list[bytes]:
+        """Sends ``cmds[i]`` to worker ``i``; returns the payloads of their ``b"k"`` replies.
+
+        Every reply is read before raising, so the pipes stay in step. A worker that
+        could not do it (``b"n"``) raises here and leaves the env usable.
+        """
+        if self._closed:
+            raise RuntimeError("ParallelEnv is closed: create a new one.")
+        self._ensure_started()
+        for i, cmd in enumerate(cmds):
+            try:
+                self._conns[i].send_bytes(cmd)
+            except (BrokenPipeError, OSError):
+                self._fail(i, what)
+        payloads: list[bytes] = []
+        failures: list[tuple[bool, str]] = []
+        crashed: list[str] = []
+        for i in range(len(cmds)):
+            try:
+                reply = self._conns[i].recv_bytes()
+            except (EOFError, OSError):
+                self._fail(i, what)
+            if reply[:1] == b"n":
+                failures.append(pickle.loads(reply[1:]))
+            elif reply[:1] == b"e":
+                crashed.append(reply[1:].decode(errors="replace"))
+            else:
+                payloads.append(reply[1:])
+        if crashed:
+            self._abort()
+            raise WorkerError(
+                f"ParallelEnv: a worker failed {what}; the env is closed. Worker traceback:\n"
+                f"{crashed[0]}"
+            )
+        if failures:
+            not_implemented, message = failures[0]
+            error = NotImplementedError if not_implemented else WorkerError
+            raise error(
+                f"ParallelEnv.{what}: {len(failures)} worker(s) failed (the env stays open). "
+                f"First failure {message}"
+            )
+        return payloads
+
+    def get_state(self) -> dict[str, Any]:
+        """The exact state of every sub-env, in batch-row order (each must implement it).
+
+        Returns:
+            ``{"envs": [state of row 0, state of row 1, ...]}``, picklable, the format of
+            :meth:`SerialEnv.get_state`. The rollout root and the global torch RNG
+            (random actions) are the caller's to save.
+
+        Raises:
+            NotImplementedError: a sub-env does not implement ``get_state`` (the message
+                holds the worker's traceback and names the env class).
+        """
+        payloads = self._exchange_state([b"g"] * self.num_workers, "get_state")
+        return {"envs": [state for payload in payloads for state in pickle.loads(payload)]}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result; the next steps are bit-identical.
+
+        Typically into a fresh ``ParallelEnv`` built like the one that saved it (same
+        number of sub-envs; ``num_workers`` / ``envs_per_worker`` may differ).
+
+        Raises:
+            ValueError: the state holds another number of sub-envs.
+            NotImplementedError: a sub-env does not implement ``set_state``.
+        """
+        states = state["envs"]
+        n, k = self.batch_size[0], self.envs_per_worker
+        if len(states) != n:
+            raise ValueError(
+                f"ParallelEnv.set_state: the state holds {len(states)} sub-envs, this env has "
+                f"{n} ({self.num_workers} workers x {k}); restore into a batched env with as "
+                "many sub-envs as the one that saved it."
+            )
+        cmds = [b"t" + pickle.dumps(states[i * k : (i + 1) * k]) for i in range(self.num_workers)]
+        self._exchange_state(cmds, "set_state")
 
     def _run(self, cmd: bytes, what: str, workers: Sequence[int] | None = None) -> None:
         if self._closed:

@@ -140,7 +140,7 @@ class SerialEnv(EnvBase):
     def get_state(self) -> dict[str, Any]:
         """The exact state of every sub-env (each must implement ``get_state``)."""
         self._check_open()
-        return {"envs": [env.get_state() for env in self.envs]}
+        return {"envs": self._group.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores a :meth:`get_state` result, sub-env by sub-env."""
@@ -151,8 +151,7 @@ class SerialEnv(EnvBase):
                 f"SerialEnv.set_state: the state holds {len(states)} sub-envs, this env has "
                 f"{len(self.envs)}; restore into a SerialEnv built like the one that saved it."
             )
-        for env, sub_state in zip(self.envs, states, strict=True):
-            env.set_state(sub_state)
+        self._group.set_state(states)
 
     def close(self) -> None:
         """Closes the sub-envs; calling it again does nothing."""
