@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_envs.transforms._utils import NestedKey, get_or_raise, reset_mask
-from rl_envs.transforms.transform import Transform
+from rl_envs.transforms.transform import EnvSpecs, Transform
 
 
 class CatFrames(Transform):
@@ -21,7 +21,11 @@ class CatFrames(Transform):
     for the reset entries; each step drops the oldest frame and appends the new
     one. On a bare TensorDict of trajectories (time = last batch dim, e.g. a
     replay-buffer slice), frames are gathered along time without crossing
-    episode boundaries, read from ``done_key`` (``("next", "done")``) when present.
+    episode boundaries, read from ``done_key`` (``("next", "done")``) when present:
+    by ``forward`` (``transform(td)``, e.g. on sampled slices), or with
+    ``as_inverse=True`` by ``inv`` instead (TorchRL's inverse path: the stacking
+    happens when data are *written*, e.g. ``ReplayBuffer.extend`` in TorchRL;
+    ``forward`` is then the identity and the env path is refused).
 
     Args:
         N: number of frames.
@@ -31,6 +35,10 @@ class CatFrames(Transform):
         out_keys: destinations (default ``in_keys``).
         padding: ``"same"`` or ``"constant"``.
         padding_value: the fill of ``"constant"`` padding.
+        as_inverse: stack trajectories in ``inv`` (returns a shallow copy of its input
+            with ``out_keys`` added) and make ``forward`` the identity; such a
+            transform cannot sit in an env (``TransformedEnv`` raises), as in TorchRL.
+        reset_key: kept for TorchRL parity (partial resets read ``"_reset"``).
         done_key: the episode-end flag used on bare trajectories.
 
     Example:
@@ -42,6 +50,11 @@ class CatFrames(Transform):
         tensor([1., 1.])
         >>> t._step(root, TensorDict(obs=torch.tensor([2.0])))["obs"]
         tensor([1., 2.])
+        >>> traj = TensorDict(obs=torch.tensor([[1.0], [2.0], [3.0]]), batch_size=[3])
+        >>> CatFrames(N=2, dim=-1, in_keys=["obs"], as_inverse=True).inv(traj)["obs"]
+        tensor([[1., 1.],
+                [1., 2.],
+                [2., 3.]])
     """
 
     def __init__(
@@ -65,8 +78,8 @@ class CatFrames(Transform):
             raise ValueError(f"CatFrames: dim must be negative (a feature dim), got {dim}.")
         if padding not in ("same", "constant"):
             raise ValueError(f"CatFrames: padding must be 'same' or 'constant', got {padding!r}.")
-        if as_inverse:
-            raise NotImplementedError("CatFrames(as_inverse=True) is not supported.")
+        self.as_inverse = as_inverse
+        self.reset_key = reset_key
         self.N = N
         self.dim = dim
         self.padding = padding
@@ -114,7 +127,28 @@ class CatFrames(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Stacks frames along the time dim (the last batch dim) of stored trajectories."""
+        """Stacks frames along the time dim (the last batch dim) of stored trajectories.
+
+        With ``as_inverse=True`` this is the identity (``inv`` stacks instead).
+        """
+        if self.as_inverse:
+            return tensordict
+        return self._stack_trajectories(tensordict)
+
+    def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """With ``as_inverse=True``: :meth:`forward`'s stacking, on a shallow copy of
+        ``tensordict``; otherwise ``tensordict`` unchanged."""
+        if not self.as_inverse:
+            return tensordict
+        return self._stack_trajectories(tensordict.clone(False))
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self.inv(tensordict)
+
+    def _has_inverse(self) -> bool:
+        return self.as_inverse
+
+    def _stack_trajectories(self, tensordict: TensorDictBase) -> TensorDictBase:
         if tensordict.batch_dims < 1:
             raise ValueError(
                 "CatFrames on a bare TensorDict needs a time dimension: pass trajectories "
@@ -149,6 +183,16 @@ class CatFrames(Transform):
             tensordict.set(out_key, torch.cat(frames, dim=self.dim))
         return tensordict
 
+    def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
+        if self.as_inverse:
+            raise RuntimeError(
+                "CatFrames(as_inverse=True) stacks frames of stored trajectories when they "
+                "are written (inv); it cannot sit in an env. Use CatFrames(..., "
+                "as_inverse=False) in the TransformedEnv, and the as_inverse=True instance "
+                "on the data you store: stacked = catframes.inv(trajectories)."
+            )
+        return super().transform_specs(specs)
+
     def transform_leaf_spec(self, spec: Any) -> Any:
         from rl_envs.specs import Bounded
 
@@ -165,7 +209,11 @@ class CatFrames(Transform):
         return unbounded_like(spec, _cat_shape(spec.shape, self.dim, self.N))
 
     def extra_repr(self) -> str:
-        return f"N={self.N}, dim={self.dim}, {super().extra_repr()}, padding={self.padding!r}"
+        inverse = ", as_inverse=True" if self.as_inverse else ""
+        return (
+            f"N={self.N}, dim={self.dim}, {super().extra_repr()}, padding={self.padding!r}"
+            f"{inverse}"
+        )
 
 
 def _cat_shape(shape: torch.Size, dim: int, n: int) -> torch.Size:
