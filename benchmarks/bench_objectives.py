@@ -7,14 +7,19 @@ Run: ``.venv-bench/bin/python benchmarks/bench_objectives.py`` (needs torchrl; C
   and the reference Python loop over time.
 * ClipPPOLoss and SACLoss forward + backward on minibatches of 64 and 4096 with
   64-unit MLPs: ours, TorchRL's, and the same maths written in plain torch (the limit).
+  The plain versions compute every output the losses return: PPO's diagnostics
+  (``kl_approx``, ``clip_fraction``, ``ESS``, ``entropy``) and SAC's ``td_error`` (written
+  into the batch, as the losses do), ``alpha`` and ``entropy``.
 
 Single-threaded (``torch.set_num_threads(1)``): the machine may be shared, and one
-thread keeps the ratios comparable. Each figure is the median over ``REPEATS``
-interleaved rounds of per-round medians, so load spikes hit every contender alike.
+thread keeps the ratios comparable. Each figure is the median of ``REPEATS * reps`` calls
+made in turn with the other contenders', so load spikes hit every contender alike.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -37,25 +42,36 @@ from rl_objectives import ClipPPOLoss, SACLoss
 from rl_objectives.value.functional import generalized_advantage_estimate
 
 OBS, ACT, HID = 17, 6, 64
+# NormalParamExtractor's default scale: softplus(x + bias) + 0.01 with softplus(bias) = 0.99,
+# floored at 1e-4 ("biased_softplus_1.0", scale_lb=1e-4)
+SCALE_BIAS = math.log(math.expm1(0.99))
+
+
+def scale_of(x: torch.Tensor) -> torch.Tensor:
+    return (nn.functional.softplus(x + SCALE_BIAS) + 0.01).clamp_min(1e-4)
+
+
 REPEATS = 5
 
 
-def timeit(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
-    """Median wall time of ``fn`` in milliseconds."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+def compare(fns: list[Callable[[], object]], reps: list[int], warmup: int = 3) -> list[float]:
+    """Median wall time (ms) of each function over ``REPEATS * reps[i]`` calls.
 
-
-def compare(fns: list[Callable[[], object]], reps: list[int]) -> list[float]:
-    """Median over ``REPEATS`` interleaved rounds of each function's median time (ms)."""
-    rounds = [[timeit(fn, r) for fn, r in zip(fns, reps, strict=True)] for _ in range(REPEATS)]
-    return [statistics.median(col) for col in zip(*rounds, strict=True)]
+    The calls are interleaved one by one (round robin), so a load spike on the shared machine
+    hits every contender alike instead of one contender's whole block.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    budget = [REPEATS * r for r in reps]
+    samples: list[list[float]] = [[] for _ in fns]
+    while any(len(s) < b for s, b in zip(samples, budget, strict=True)):
+        for fn, s, b in zip(fns, samples, budget, strict=True):
+            if len(s) < b:
+                t0 = time.perf_counter()
+                fn()
+                s.append(time.perf_counter() - t0)
+    return [statistics.median(s) * 1e3 for s in samples]
 
 
 def row(name: str, ours: float, torchrl: float, limit: float, limit_name: str) -> None:
@@ -160,6 +176,13 @@ def data(n: int) -> TensorDict:
     )
 
 
+def check_same(ours: TensorDict, plain: dict[str, torch.Tensor]) -> None:
+    """The plain version computes what the loss returns (every one of its entries)."""
+    assert set(plain) == set(ours.keys()), (sorted(plain), sorted(ours.keys()))
+    for key, value in plain.items():
+        torch.testing.assert_close(ours[key], value, rtol=1e-4, atol=1e-5, msg=key)
+
+
 def step(loss_fn, params) -> Callable[[], None]:
     def run():
         for p in params:
@@ -177,16 +200,27 @@ def plain_ppo(pol: nn.Module, crit: nn.Module, td: TensorDict):
     obs, act = td["observation"], td["action"]
     adv, prev, tgt = td["advantage"].squeeze(-1), td["action_log_prob"], td["value_target"]
     loc, scale = pol(obs).chunk(2, -1)
-    scale = nn.functional.softplus(scale + 0.5413) + 1e-4  # NormalParamExtractor's default mapping
-    dist = normal(loc, scale.clamp_min(1e-4))
+    dist = normal(loc, scale_of(scale))
     lw = dist.log_prob(act) - prev
     ratio = lw.exp()
-    gain = torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
+    clipped = ratio.clamp(0.8, 1.2)
+    gain = torch.minimum(ratio * adv, clipped * adv)
+    entropy = dist.entropy()
     v = crit(obs)
+    with torch.no_grad():  # the diagnostics ClipPPOLoss returns (as TorchRL's does)
+        lwd = lw.detach()
+        w = (lwd - lwd.max()).exp()  # ESS = (sum w)^2 / (n sum w^2), overflow-safe
+        diagnostics = {
+            "kl_approx": -lwd.mean(),
+            "clip_fraction": (clipped != ratio).float().mean(),
+            "ESS": w.sum().square() / (w.square().sum() * lwd.numel()),
+            "entropy": entropy.detach().mean(),
+        }
     return {
         "loss_objective": -gain.mean(),
-        "loss_entropy": -0.01 * dist.entropy().mean(),
+        "loss_entropy": -0.01 * entropy.mean(),
         "loss_critic": nn.functional.smooth_l1_loss(v, tgt),
+        **diagnostics,
     }
 
 
@@ -199,10 +233,12 @@ def bench_ppo() -> None:
         trl.set_keys(sample_log_prob="action_log_prob")
         pol_net, crit_net = a.module[0].module[0], c.module
         params = list(ours.parameters())
+        check_same(ours(td), plain_ppo(pol_net, crit_net, td))
         t_ours, t_trl, t_raw = compare(
             [
                 step(lambda m=ours, x=td: m(x), params),
-                step(lambda m=trl, x=td: m(x), list(trl.parameters())),
+                # TorchRL's SACLoss writes loc/scale into its input: give it a shallow copy
+                step(lambda m=trl, x=td: m(x.clone(False)), list(trl.parameters())),
                 step(lambda p=pol_net, c=crit_net, x=td: plain_ppo(p, c, x), params),
             ],
             [20, 20, 20],
@@ -220,7 +256,7 @@ def plain_sac(pol, q1, q2, tq1, tq2, log_alpha, td):
 
     def dist(o):
         loc, scale = pol(o).chunk(2, -1)
-        return TanhNormal(loc, nn.functional.softplus(scale + 0.5413) + 1e-4)
+        return TanhNormal(loc, scale_of(scale))
 
     with torch.no_grad():
         nd = dist(nobs)
@@ -230,10 +266,13 @@ def plain_sac(pol, q1, q2, tq1, tq2, log_alpha, td):
         nq = torch.minimum(tq1(nx), tq2(nx)).squeeze(-1) - alpha * nlp
         y = r.squeeze(-1) + 0.99 * (~term).squeeze(-1) * nq
     x = torch.cat([obs, act], -1)
+    p1, p2 = q1(x).squeeze(-1), q2(x).squeeze(-1)
     lq = (
-        nn.functional.smooth_l1_loss(q1(x).squeeze(-1), y, reduction="none")
-        + nn.functional.smooth_l1_loss(q2(x).squeeze(-1), y, reduction="none")
+        nn.functional.smooth_l1_loss(p1, y, reduction="none")
+        + nn.functional.smooth_l1_loss(p2, y, reduction="none")
     ).mean()
+    # the priority SACLoss writes for a prioritized buffer
+    td.set("td_error", torch.maximum((p1 - y).abs(), (p2 - y).abs()).detach())
     d = dist(obs)
     a = d.rsample()
     lp = d.log_prob(a)
@@ -243,7 +282,13 @@ def plain_sac(pol, q1, q2, tq1, tq2, log_alpha, td):
     q2p = torch.func.functional_call(q2, {k: v.detach() for k, v in q2.named_parameters()}, (xa,))
     la = (alpha * lp - torch.minimum(q1p, q2p).squeeze(-1)).mean()
     lal = (-log_alpha * (lp.detach() - ACT)).mean()
-    return {"loss_actor": la, "loss_qvalue": lq, "loss_alpha": lal}
+    return {
+        "loss_actor": la,
+        "loss_qvalue": lq,
+        "loss_alpha": lal,
+        "alpha": alpha,
+        "entropy": -lp.detach().mean(),
+    }
 
 
 def bench_sac() -> None:
@@ -255,12 +300,18 @@ def bench_sac() -> None:
         trl = TorchRLSAC(a, q, target_entropy=-float(ACT))
         pol = a.module[0].module[0]
         q1, q2 = (m.module.net for m in ours.qvalue_network)
-        tq1, tq2 = mlp(OBS + ACT, 1).requires_grad_(False), mlp(OBS + ACT, 1).requires_grad_(False)
+        # the target critics start as copies of the critics
+        tq1, tq2 = (copy.deepcopy(q).requires_grad_(False) for q in (q1, q2))
         log_alpha = nn.Parameter(torch.zeros(()))
         params = [*ours.parameters(), log_alpha]
+        torch.manual_seed(2)
+        out = ours(td)
+        torch.manual_seed(2)
+        check_same(out, plain_sac(pol, q1, q2, tq1, tq2, log_alpha, td))
         t_ours, t_trl, t_raw = compare(
             [
-                step(lambda m=ours, x=td: m(x.clone(False)), params),
+                step(lambda m=ours, x=td: m(x), params),
+                # TorchRL's SACLoss writes loc/scale into its input: give it a shallow copy
                 step(lambda m=trl, x=td: m(x.clone(False)), list(trl.parameters())),
                 step(lambda a=(pol, q1, q2, tq1, tq2, log_alpha, td): plain_sac(*a), params),
             ],

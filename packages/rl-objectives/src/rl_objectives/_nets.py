@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -29,6 +29,7 @@ from torch import nn
 from torch.nn.modules import module as _torch_module
 
 __all__ = [
+    "BoundParams",
     "action_space_name",
     "call",
     "chosen_value",
@@ -52,45 +53,92 @@ def in_keys_of(module: nn.Module) -> list[NestedKey]:
     return list(keys)
 
 
-@contextlib.contextmanager
-def _swapped(params: TensorDictBase, module: nn.Module) -> Iterator[None]:
-    """Put ``params``' leaves in the modules' ``_parameters`` / ``_buffers`` dicts, then restore.
+def _param_slots(params: TensorDictBase, module: nn.Module) -> list[tuple[dict, str, torch.Tensor]]:
+    """``(slots, name, value)`` per leaf of ``params``: the ``_parameters`` / ``_buffers`` dict of
+    the submodule that owns it, its name there, and the tensor to put in."""
+    slots = []
+    for key, value in params.items(include_nested=True, leaves_only=True):
+        key = (key,) if isinstance(key, str) else key
+        owner = module
+        for name in key[:-1]:
+            owner = owner._modules[name]
+        where = owner._parameters if key[-1] in owner._parameters else owner._buffers
+        slots.append((where, key[-1], value))
+    return slots
+
+
+class _Swapped:
+    """Put each value in its slot, then restore the old ones on exit.
 
     A plain dict swap (what ``torch.func.functional_call`` does with ``setattr``), without the
     per-leaf TensorDict bookkeeping of ``to_module``; used in eager mode only.
     """
-    saved = []
-    try:
-        for key, value in params.items(include_nested=True, leaves_only=True):
-            key = (key,) if isinstance(key, str) else key
-            owner = module
-            for name in key[:-1]:
-                owner = owner._modules[name]
-            slots = owner._parameters if key[-1] in owner._parameters else owner._buffers
-            saved.append((slots, key[-1], slots[key[-1]]))
-            slots[key[-1]] = value
-        yield
-    finally:
-        for slots, name, old in reversed(saved):
-            slots[name] = old
+
+    __slots__ = ("_saved", "_slots")
+
+    def __init__(self, slots: list[tuple[dict, str, torch.Tensor]]) -> None:
+        self._slots = slots
+        self._saved: list[torch.Tensor] = []
+
+    def __enter__(self) -> None:
+        saved = self._saved
+        for where, name, value in self._slots:
+            saved.append(where[name])
+            where[name] = value
+
+    def __exit__(self, *exc: object) -> None:
+        for (where, name, _), old in zip(self._slots, self._saved, strict=False):
+            where[name] = old
+
+
+class BoundParams:
+    """Parameters bound to the module they are swapped into, their slots looked up once.
+
+    Losses swap the same target or detached parameters into the same networks on every call;
+    binding them once spares walking the TensorDict each time. Valid as long as ``params``'
+    leaves and ``module``'s submodules are the same objects (in-place updates are fine; the
+    losses rebind after ``.to()``).
+
+    Args:
+        params: a TensorDict with ``module``'s structure (``TensorDict.from_module(module)``).
+        module: the module they go into.
+    """
+
+    __slots__ = ("_slots", "module", "params")
+
+    def __init__(self, params: TensorDictBase, module: nn.Module) -> None:
+        self.params = params
+        self.module = module
+        self._slots: list[tuple[dict, str, torch.Tensor]] | None = None
+
+    def slots(self) -> list[tuple[dict, str, torch.Tensor]]:
+        """The ``(slots, name, value)`` triples, computed on first use."""
+        if self._slots is None:
+            self._slots = _param_slots(self.params, self.module)
+        return self._slots
 
 
 def with_params(
-    params: TensorDictBase | None, module: nn.Module
+    params: TensorDictBase | BoundParams | None, module: nn.Module
 ) -> contextlib.AbstractContextManager:
     """Run ``module`` with ``params`` swapped in (its own parameters when ``None``).
 
-    ``params`` must have ``module``'s structure (``TensorDict.from_module(module)``).
+    ``params`` must have ``module``'s structure (``TensorDict.from_module(module)``), or be
+    :class:`BoundParams` bound to ``module``.
     """
     if params is None:
         return contextlib.nullcontext()
+    if isinstance(params, BoundParams):
+        if torch.compiler.is_compiling():
+            return params.params.to_module(module, preserve_module_state=False)
+        return _Swapped(params.slots())
     if torch.compiler.is_compiling():
         return params.to_module(module, preserve_module_state=False)
-    return _swapped(params, module)
+    return _Swapped(_param_slots(params, module))
 
 
 def call(
-    module: nn.Module, td: TensorDictBase, params: TensorDictBase | None = None
+    module: nn.Module, td: TensorDictBase, params: TensorDictBase | BoundParams | None = None
 ) -> TensorDictBase:
     """``module(td.select(*in_keys))`` with optional parameters; returns the module's output."""
     td_in = td.select(*in_keys_of(module), strict=False)
@@ -141,7 +189,7 @@ def output_of(
     module: nn.Module,
     td: TensorDictBase,
     key: NestedKey,
-    params: TensorDictBase | None = None,
+    params: TensorDictBase | BoundParams | None = None,
     overrides: Mapping[NestedKey, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """The ``key`` output of ``module`` on ``td`` (entries in ``overrides`` replace ``td``'s).
@@ -169,7 +217,7 @@ def stacked_outputs(
     nets: nn.ModuleList,
     td: TensorDictBase,
     key: NestedKey,
-    params: TensorDictBase | None = None,
+    params: TensorDictBase | BoundParams | None = None,
     overrides: Mapping[NestedKey, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``[len(nets), ...]``: each net's :func:`output_of` ``key``, ``params`` swapped into ``nets``."""
@@ -178,7 +226,7 @@ def stacked_outputs(
 
 
 def dist_of(
-    actor: nn.Module, td: TensorDictBase, params: TensorDictBase | None = None
+    actor: nn.Module, td: TensorDictBase, params: TensorDictBase | BoundParams | None = None
 ) -> D.Distribution:
     """``actor.get_dist(td)`` with optional parameters, skipping wrapper overhead when safe."""
     with with_params(params, actor):
@@ -193,11 +241,37 @@ def dist_of(
         ):
             outputs = _direct_outputs(mods[0], td, {})
             if outputs is not None:
+                dist = _direct_dist(mods[1], outputs)
+                if dist is not None:
+                    return dist
                 for key in mods[1].in_keys:
                     if key not in outputs:
                         outputs[key] = td.get(key)
                 return mods[1].get_dist(TensorDict(outputs, batch_size=td.batch_size))
         return actor.get_dist(td.select(*in_keys_of(actor), strict=False))
+
+
+def _direct_dist(
+    module: ProbabilisticTensorDictModule, outputs: dict[NestedKey, Any]
+) -> D.Distribution | None:
+    """``module.get_dist`` on ``outputs`` without building a TensorDict, or ``None`` to take that path.
+
+    ``get_dist`` calls ``distribution_class(**{dist_key: td[in_key]}, **distribution_kwargs)``;
+    this makes the same call when every parameter is in ``outputs`` and the keyword arguments
+    are a plain dict. A ``TypeError`` returns ``None`` so that ``get_dist`` raises its own message.
+    """
+    extra = module.distribution_kwargs
+    if type(extra) is not dict:
+        return None
+    kwargs = {}
+    for dist_key, key in zip(module.dist_keys, module.in_keys, strict=True):
+        if key not in outputs:
+            return None
+        kwargs[dist_key[-1] if isinstance(dist_key, tuple) else dist_key] = outputs[key]
+    try:
+        return module.distribution_class(**kwargs, **extra)
+    except TypeError:
+        return None
 
 
 def make_qvalue_networks(qvalue_network: nn.Module | list[nn.Module], num: int) -> nn.ModuleList:

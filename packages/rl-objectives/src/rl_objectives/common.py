@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._keys import get_entry, replace_keys
+from rl_objectives._nets import BoundParams
 from rl_objectives.value.registry import ValueEstimators, build_value_estimator
 
 __all__ = ["LossModule"]
@@ -79,6 +80,7 @@ class LossModule(nn.Module):
         self._tensor_keys = self.default_keys()
         self._network_names: list[str] = []
         self._detached: dict[str, TensorDictBase] = {}
+        self._bound: dict[tuple[str, bool], BoundParams] = {}
         # held outside the module tree: the estimator's critic is one of our networks,
         # and registering it twice would duplicate it in state_dict
         self.__dict__["_value_estimator"] = None
@@ -156,6 +158,18 @@ class LossModule(nn.Module):
         target = getattr(self, f"target_{name}_params", None)
         return target if target is not None else self.detached_params(name)
 
+    def _bound_params(self, name: str, *, target: bool) -> TensorDictBase | BoundParams:
+        """:meth:`target_params` (``target``) or :meth:`detached_params` of ``name``, bound to the
+        network for the eager swap (cached; rebuilt after ``.to()`` or a new target TensorDict)."""
+        params = self.target_params(name) if target else self.detached_params(name)
+        if torch.compiler.is_compiling():
+            return params
+        bound = self._bound.get((name, target))
+        if bound is None or bound.params is not params:
+            bound = BoundParams(params, getattr(self, name))
+            self._bound[(name, target)] = bound
+        return bound
+
     def target_pairs(self) -> list[tuple[TensorDictBase, TensorDictBase]]:
         """``(online, target)`` parameter pairs, for :class:`~rl_objectives.SoftUpdate` and co."""
         pairs = []
@@ -168,6 +182,7 @@ class LossModule(nn.Module):
     def _apply(self, fn: Any, recurse: bool = True) -> LossModule:
         # .to() / .cuda() / .double() replace the parameter tensors: drop stale views
         self._detached.clear()
+        self._bound.clear()
         return super()._apply(fn, recurse)
 
     @property

@@ -25,6 +25,7 @@ from rl_objectives._pg import (
     weighted_entropy_loss,
 )
 from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
+from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["ClipPPOLoss", "KLPENPPOLoss", "PPOLoss"]
@@ -163,7 +164,12 @@ class PPOLoss(LossModule):
 
     # -- pieces ---------------------------------------------------------------------
 
-    def _advantage(self, td: TensorDictBase) -> torch.Tensor:
+    def _advantage(self, td: TensorDictBase) -> tuple[TensorDictBase, torch.Tensor]:
+        """The advantage, and the data to read the rest from.
+
+        Without an advantage in ``td``, the value estimator writes it (and ``value_target``)
+        into a shallow copy of ``td``, returned in its place: the caller's data is not modified.
+        """
         advantage = td.get(self.tensor_keys.advantage, None)
         if advantage is None:
             if self.critic_network is None:
@@ -171,6 +177,7 @@ class PPOLoss(LossModule):
                     f"{type(self).__name__}: no {self.tensor_keys.advantage!r} in the input and no "
                     "critic to compute it; run a value estimator first or give a critic_network."
                 )
+            td = td.copy()
             estimator = self.value_estimator
             params = (
                 self.detached_params("critic_network")
@@ -183,7 +190,7 @@ class PPOLoss(LossModule):
             advantage = self._get(td, "advantage")
         if self.normalize_advantage and advantage.numel() > 1:
             advantage = standardize(advantage, self.normalize_advantage_exclude_dims)
-        return advantage
+        return td, advantage
 
     def _dist(self, td: TensorDictBase, params: TensorDictBase | None = None) -> D.Distribution:
         return dist_of(self.actor_network, td, params)
@@ -198,7 +205,7 @@ class PPOLoss(LossModule):
             td, self.tensor_keys.sample_log_prob, heads, td.ndim, type(self).__name__
         )
         log_weight = log_prob - prev
-        return log_weight, dist, (-log_weight).detach().mean()
+        return log_weight, dist, -log_weight.detach().mean()
 
     def _entropy_terms(self, dist: D.Distribution, batch_ndim: int, out: dict[str, Any]) -> None:
         if not self.entropy_bonus:
@@ -221,12 +228,28 @@ class PPOLoss(LossModule):
         old_value = self._get(td, "value") if self.clip_value else None
         td_in = td.detach() if self.separate_losses else td
         value = output_of(self.critic_network, td_in, keys.value, self._critic_params())
-        loss, clip_fraction = summed_critic_loss(
-            target, value, self.loss_critic_type, self.clip_value, old_value, td.ndim
-        )
-        out["loss_critic"] = self._reduce(self.critic_coeff * loss)
-        if clip_fraction is not None:
-            out["value_clip_fraction"] = clip_fraction
+        if (
+            self.reduction == "mean"
+            and old_value is None
+            and value.shape == target.shape
+            and value.numel() == td.numel()
+        ):
+            # one value per sample: the per-sample loss is the element loss, so the mean is
+            # fused into the loss kernel (the same value; a coefficient of 1 is not applied)
+            if self.critic_coeff == 1:
+                loss = distance_loss(target, value, self.loss_critic_type, reduction="mean")
+            else:
+                loss = (
+                    self.critic_coeff * distance_loss(target, value, self.loss_critic_type)
+                ).mean()
+            out["loss_critic"] = loss
+        else:
+            loss, clip_fraction = summed_critic_loss(
+                target, value, self.loss_critic_type, self.clip_value, old_value, td.ndim
+            )
+            out["loss_critic"] = self._reduce(self.critic_coeff * loss)
+            if clip_fraction is not None:
+                out["value_clip_fraction"] = clip_fraction
         if self.log_explained_variance:
             with torch.no_grad():
                 resid = (target - value).var(correction=0)
@@ -250,8 +273,7 @@ class PPOLoss(LossModule):
             ``loss_objective``, ``loss_entropy`` (with ``entropy_bonus``), ``loss_critic``
             (with a critic) and detached diagnostics (``entropy``, ``kl_approx``, ...).
         """
-        td = tensordict.copy()
-        advantage = self._advantage(td)
+        td, advantage = self._advantage(tensordict)
         advantage = advantage.reshape(advantage.shape[: td.ndim])
         log_weight, dist, kl_approx = self._log_weight(td)
         out: dict[str, Any] = {}
@@ -321,9 +343,22 @@ class ClipPPOLoss(PPOLoss):
         gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
         with torch.no_grad():
             out["clip_fraction"] = (clipped != log_weight).to(log_weight.dtype).mean()
-            lw = log_weight.detach().reshape(-1)
-            out["ESS"] = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.numel()
+            out["ESS"] = effective_sample_size(log_weight)
         return -gain
+
+
+def effective_sample_size(log_weight: torch.Tensor) -> torch.Tensor:
+    """Normalised effective sample size ``(sum w)^2 / (n sum w^2)`` of ``w = exp(log_weight)``.
+
+    Computed from ``w / max(w)`` (no overflow), detached; 1 when every weight is equal.
+
+    Examples:
+        >>> float(effective_sample_size(torch.zeros(4)))
+        1.0
+    """
+    lw = log_weight.detach().reshape(-1)
+    w = (lw - lw.max()).exp()
+    return w.sum().square() / (w.square().sum() * lw.numel())
 
 
 def _has_analytic_kl(p: D.Distribution, q: D.Distribution) -> bool:

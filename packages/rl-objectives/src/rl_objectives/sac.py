@@ -13,6 +13,7 @@ from torch import nn
 
 from rl_objectives._alpha import Temperature, sum_to_batch
 from rl_objectives._nets import (
+    BoundParams,
     dist_of,
     make_qvalue_networks,
     stacked_outputs,
@@ -164,14 +165,14 @@ class SACLoss(LossModule):
         return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS)
 
     def _sample(
-        self, td: TensorDictBase, params: TensorDictBase | None
+        self, td: TensorDictBase, params: TensorDictBase | BoundParams | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         dist = dist_of(self.actor_network, td, params)
         action = dist.rsample()
         return action, sum_to_batch(dist.log_prob(action), td.ndim)
 
     def _qs(
-        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
+        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | BoundParams | None
     ) -> torch.Tensor:
         keys = self.tensor_keys
         overrides = {keys.action: action}
@@ -196,20 +197,22 @@ class SACLoss(LossModule):
         with torch.no_grad():
             nxt = tensordict.get("next")
             next_action, next_log_prob = self._sample(
-                nxt, self.target_params("actor_network") if self.delay_actor else None
+                nxt, self._bound_params("actor_network", target=True) if self.delay_actor else None
             )
-            next_q = self._qs(nxt, next_action, self.target_params("qvalue_network"))
-            next_value = (next_q.min(0).values - alpha * next_log_prob).unsqueeze(-1)
+            next_q = self._qs(nxt, next_action, self._bound_params("qvalue_network", target=True))
+            next_value = (next_q.amin(0) - alpha * next_log_prob).unsqueeze(-1)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         pred = self._qs(tensordict, action, None)
-        td_error = (pred - target).detach().abs().max(0).values
-        tensordict.set(keys.priority, td_error)
+        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
         loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
         loss_q = self._reduce(loss_q, weights)
         # actor: reparameterised sample, critics on detached parameters
         new_action, log_prob = self._sample(tensordict, None)
+        # min, not amin: on ties the gradient goes to one critic, as in TorchRL
         q_new = (
-            self._qs(tensordict, new_action, self.detached_params("qvalue_network")).min(0).values
+            self._qs(tensordict, new_action, self._bound_params("qvalue_network", target=False))
+            .min(0)
+            .values
         )
         loss_actor = self._reduce(alpha * log_prob - q_new, weights)
         loss_alpha = self._reduce(self.temperature.loss(log_prob, self._target_entropy), weights)

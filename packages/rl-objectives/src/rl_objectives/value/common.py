@@ -286,16 +286,23 @@ class ValueEstimatorBase(nn.Module):
             if next_value is None:
                 _, target = self._estimate_from(tensordict, params, target_params, time_dim)
                 return target
-            value = (
-                self._get(tensordict, "value")
-                if self._needs_state_value()
-                else torch.zeros_like(next_value)
-            )
             self._check_values(next_state_value=next_value)
-            _, target = self._estimate(
-                tensordict, value, next_value, reward, done, terminated, time_dim
-            )
-        return target
+            return self._target(tensordict, next_value, reward, done, terminated, time_dim)
+
+    def _target(
+        self,
+        td: TensorDictBase,
+        next_value: torch.Tensor,
+        reward: torch.Tensor,
+        done: torch.Tensor,
+        terminated: torch.Tensor,
+        time_dim: int,
+    ) -> torch.Tensor:
+        """The return target from a given ``V(s')`` (overridden where ``V(s)`` is not needed)."""
+        value = (
+            self._get(td, "value") if self._needs_state_value() else torch.zeros_like(next_value)
+        )
+        return self._estimate(td, value, next_value, reward, done, terminated, time_dim)[1]
 
     def _needs_state_value(self) -> bool:
         return True

@@ -63,10 +63,14 @@ class _TDBase(ValueEstimatorBase):
         terminated: torch.Tensor,
         time_dim: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        target = self._target(td, next_value, reward, done, terminated, time_dim)
+        return target - value, target
+
+    def _target(self, td, next_value, reward, done, terminated, time_dim):
+        # the returns do not read V(s): no zero state value to build, no advantage to discard
         if self.average_rewards:
             reward = standardize_all(reward, 1e-5)
-        target = self._returns(next_value, reward, done, terminated, time_dim)
-        return target - value, target
+        return self._returns(next_value, reward, done, terminated, time_dim)
 
 
 @register_value_estimator(ValueEstimators.TD0, default_kwargs={"gamma": 0.99})
