@@ -249,3 +249,46 @@ def test_errors():
         env.step_and_maybe_reset(tenth_third(env.reset()))
     with pytest.raises(KeyError, match=r"'next', 'delta', 'observation'"):
         NextObservationDelta(in_keys=["observation"])(TensorDict(observation=torch.zeros(2)))
+
+
+class NestedDrift(EnvBase):
+    """``("agent", "pos")`` starts at [1, -2] and moves by the action (never done)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(agent=Composite(pos=Unbounded(shape=(2,))))
+        self.action_spec = Unbounded(shape=(2,))
+        self.pos = torch.zeros(2)
+
+    def _reset(self, td):
+        self.pos = torch.tensor([1.0, -2.0])
+        return TensorDict(agent=TensorDict(pos=self.pos.clone()))
+
+    def _step(self, td):
+        self.pos = self.pos + td["action"]
+        return TensorDict(agent=TensorDict(pos=self.pos.clone()), reward=torch.zeros(1))
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_nested_observation_keys():
+    env = TransformedEnv(NestedDrift(), NextObservationDelta())
+    assert env.transform[0].in_keys == [("agent", "pos")]
+    td, root = env.step_and_maybe_reset(tenth_third(env.reset()))
+    expected = torch.tensor([FP16_TENTH, FP16_THIRD], dtype=torch.float16)
+    assert torch.equal(td["next", "delta", "agent", "pos"], expected)
+    assert ("next", "agent", "pos") not in td.keys(True, True)
+    # the next root shares sub-TensorDicts with the transition: it must keep its position
+    assert torch.equal(root["agent", "pos"], torch.tensor([1.0, -2.0]) + torch.tensor([0.1, 1 / 3]))
+    assert "delta" not in set(root.keys())
+    got = env.rollout(4, tenth_third, auto_reset=False, tensordict=root.clone())
+    other = TransformedEnv(NestedDrift(), NextObservationDelta())
+    _, other_root = other.step_and_maybe_reset(tenth_third(other.reset()))
+    want, _ = _loop(other, other_root, tenth_third, 4)
+    assert_same(got, want)
+    check_env_specs(env)
+    rebuilt = env.transform[0](got.clone())
+    torch.testing.assert_close(
+        rebuilt["next", "agent", "pos"][:-1], got["agent", "pos"][1:], atol=1e-3, rtol=0
+    )

@@ -211,8 +211,7 @@ class CatFrames(Transform):
     def extra_repr(self) -> str:
         inverse = ", as_inverse=True" if self.as_inverse else ""
         return (
-            f"N={self.N}, dim={self.dim}, {super().extra_repr()}, padding={self.padding!r}"
-            f"{inverse}"
+            f"N={self.N}, dim={self.dim}, {super().extra_repr()}, padding={self.padding!r}{inverse}"
         )
 
 

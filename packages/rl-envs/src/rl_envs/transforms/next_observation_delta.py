@@ -188,18 +188,31 @@ class NextObservationDelta(Transform):
     ) -> tuple[TensorDictBase, TensorDictBase | None]:
         if not self.in_keys:
             return tensordict, next_root
-        # step_mdp shares sub-TensorDicts between the transition and the next root, so
-        # entries are removed with exclude (new containers), never popped in place
+        # step_mdp builds new top-level containers but shares sub-TensorDicts between
+        # the transition's "next" and the next root: top-level entries are deleted in
+        # place, nested ones removed with exclude (new containers)
         nxt = tensordict.get("next", None)
         if nxt is not None:
-            full = [k for k in self.in_keys if nxt.get(k, None) is not None]
-            if full:
-                tensordict.set("next", nxt.exclude(*full))
+            nested = []
+            for key in self.in_keys:
+                if nxt.get(key, None) is None:
+                    continue
                 self.__dict__["_dropped_next"] = True
+                if isinstance(key, str):
+                    del nxt[key]
+                else:
+                    nested.append(key)
+            if nested:
+                tensordict.set("next", nxt.exclude(*nested))
         if next_root is not None:
-            deltas = [(_DELTA, *_path(k)) for k in self.in_keys]
-            next_root = next_root.exclude(*deltas)
-            _drop_if_empty(next_root, (_DELTA,))
+            deltas = next_root.get(_DELTA, None)
+            if isinstance(deltas, TensorDictBase):
+                ours = {_path(k) for k in self.in_keys}
+                theirs = {_path(k) for k in deltas.keys(True, True)}
+                if theirs <= ours:
+                    del next_root[_DELTA]
+                else:
+                    next_root = next_root.exclude(*[(_DELTA, *k) for k in ours])
         return tensordict, next_root
 
     def _supports_rollout_map(self) -> bool:
