@@ -177,12 +177,14 @@ def _direct_outputs(
         if value is None:
             return None
         inputs.append(value)
-    out = module.module(*inputs)
+    # _modules["module"] is module.module without TensorDictModule.__getattr__'s fallbacks
+    out = module._modules["module"](*inputs)
     if not isinstance(out, tuple):
         out = (out,)
-    if len(out) != len(module.out_keys):
+    out_keys = module.out_keys
+    if len(out) != len(out_keys):
         return None
-    return dict(zip(module.out_keys, out, strict=True))
+    return dict(zip(out_keys, out, strict=True))
 
 
 def output_of(
@@ -230,25 +232,40 @@ def dist_of(
 ) -> D.Distribution:
     """``actor.get_dist(td)`` with optional parameters, skipping wrapper overhead when safe."""
     with with_params(params, actor):
-        mods = getattr(actor, "module", None)
-        if (
-            type(actor) is ProbabilisticTensorDictSequential
-            and not getattr(actor, "return_composite", False)
-            and len(mods) == 2
-            and _plain_module(mods[0])
-            and type(mods[1]) is ProbabilisticTensorDictModule
-            and _no_hooks(actor)
-        ):
-            outputs = _direct_outputs(mods[0], td, {})
+        mods = _plain_actor(actor)
+        if mods is not None:
+            body, head = mods
+            outputs = _direct_outputs(body, td, {})
             if outputs is not None:
-                dist = _direct_dist(mods[1], outputs)
+                dist = _direct_dist(head, outputs)
                 if dist is not None:
                     return dist
-                for key in mods[1].in_keys:
+                for key in head.in_keys:
                     if key not in outputs:
                         outputs[key] = td.get(key)
-                return mods[1].get_dist(TensorDict(outputs, batch_size=td.batch_size))
+                return head.get_dist(TensorDict(outputs, batch_size=td.batch_size))
         return actor.get_dist(td.select(*in_keys_of(actor), strict=False))
+
+
+def _plain_actor(
+    actor: nn.Module,
+) -> tuple[TensorDictModule, ProbabilisticTensorDictModule] | None:
+    """``(body, head)`` of a ``[TensorDictModule, ProbabilisticTensorDictModule]`` actor whose
+    distribution is ``head``'s on ``body``'s outputs; ``None`` for anything else."""
+    if (
+        type(actor) is not ProbabilisticTensorDictSequential
+        or getattr(actor, "return_composite", False)
+        or not _no_hooks(actor)
+    ):
+        return None
+    mods = tuple(actor._modules["module"]._modules.values())
+    if (
+        len(mods) != 2
+        or not _plain_module(mods[0])
+        or type(mods[1]) is not ProbabilisticTensorDictModule
+    ):
+        return None
+    return mods
 
 
 def _direct_dist(

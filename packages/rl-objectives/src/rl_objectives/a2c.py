@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -17,7 +17,7 @@ from rl_objectives._pg import (
     summed_critic_loss,
     weighted_entropy_loss,
 )
-from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
+from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["A2CLoss"]
@@ -143,4 +143,4 @@ class A2CLoss(LossModule):
             out["loss_critic"] = self._reduce(self.critic_coeff * loss)
             if frac is not None:
                 out["value_clip_fraction"] = frac
-        return TensorDict(out, batch_size=[])
+        return loss_output(out)

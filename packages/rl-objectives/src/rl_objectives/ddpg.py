@@ -5,12 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import call, output_of
-from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
+from rl_objectives.common import (
+    TD_ESTIMATOR_KEYS,
+    TD_ESTIMATORS,
+    LossModule,
+    estimator_keys,
+    loss_output,
+)
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -133,7 +139,7 @@ class DDPGLoss(LossModule):
         tensordict.set(keys.priority, td_error)
         loss_value = self._reduce(distance_loss(pred, target, self.loss_function), weights)
         pred_d = pred.detach()
-        return TensorDict(
+        return loss_output(
             {
                 "loss_actor": loss_actor,
                 "loss_value": loss_value,
@@ -141,6 +147,5 @@ class DDPGLoss(LossModule):
                 "target_value": target.mean(),
                 "pred_value_max": pred_d.max(),
                 "target_value_max": target.max(),
-            },
-            batch_size=[],
+            }
         )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -19,7 +19,13 @@ from rl_objectives._nets import (
     make_qvalue_networks,
     stacked_outputs,
 )
-from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
+from rl_objectives.common import (
+    TD_ESTIMATOR_KEYS,
+    TD_ESTIMATORS,
+    LossModule,
+    estimator_keys,
+    loss_output,
+)
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -193,13 +199,12 @@ class DiscreteSACLoss(LossModule):
         loss_actor = self._reduce(loss_actor, weights)
         neg_entropy = (probs * log_probs).sum(-1)
         loss_alpha = self._reduce(self.temperature.loss(neg_entropy, self._target_entropy), weights)
-        return TensorDict(
+        return loss_output(
             {
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_q,
                 "loss_alpha": loss_alpha,
                 "alpha": alpha,
                 "entropy": -neg_entropy.detach().mean(),
-            },
-            batch_size=[],
+            }
         )

@@ -6,12 +6,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import action_space_name, call, chosen_value
-from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
+from rl_objectives.common import (
+    TD_ESTIMATOR_KEYS,
+    TD_ESTIMATORS,
+    LossModule,
+    estimator_keys,
+    loss_output,
+)
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -127,9 +133,8 @@ class DQNLoss(LossModule):
         tensordict.set(keys.priority, td_error)
         loss = distance_loss(pred, target, self.loss_function)
         loss = self._reduce(loss, self._weights(tensordict))
-        return TensorDict(
-            {"loss": loss, "td_error_mean": td_error.mean(), "target_value": target.mean()},
-            batch_size=[],
+        return loss_output(
+            {"loss": loss, "td_error_mean": td_error.mean(), "target_value": target.mean()}
         )
 
 
@@ -270,4 +275,4 @@ class DistributionalDQNLoss(LossModule):
             target = self._project(next_p, reward.to(next_p.dtype), discount)
         loss = -(target * log_p).sum(-1)
         tensordict.set(keys.priority, loss.detach())
-        return TensorDict({"loss": self._reduce(loss, self._weights(tensordict))}, batch_size=[])
+        return loss_output({"loss": self._reduce(loss, self._weights(tensordict))})

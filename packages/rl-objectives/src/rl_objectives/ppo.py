@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase, is_tensor_collection
+from tensordict import TensorDictBase, is_tensor_collection
 from tensordict.nn import CompositeDistribution
 from tensordict.utils import NestedKey
 from torch import distributions as D
@@ -24,7 +24,7 @@ from rl_objectives._pg import (
     summed_critic_loss,
     weighted_entropy_loss,
 )
-from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
+from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -281,7 +281,7 @@ class PPOLoss(LossModule):
         out["kl_approx"] = kl_approx
         self._entropy_terms(dist, td.ndim, out)
         self._critic_terms(td, out)
-        return TensorDict(out, batch_size=[])
+        return loss_output(out)
 
 
 class ClipPPOLoss(PPOLoss):

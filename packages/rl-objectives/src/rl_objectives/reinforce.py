@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import call
 from rl_objectives._pg import action_log_prob, summed_critic_loss
-from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys
+from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["ReinforceLoss"]
@@ -121,4 +121,4 @@ class ReinforceLoss(LossModule):
             out["loss_value"] = self._reduce(loss)
             if frac is not None:
                 out["value_clip_fraction"] = frac
-        return TensorDict(out, batch_size=[])
+        return loss_output(out)

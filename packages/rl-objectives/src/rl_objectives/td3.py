@@ -6,12 +6,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import call, make_qvalue_networks, stacked_outputs
-from rl_objectives.common import TD_ESTIMATOR_KEYS, TD_ESTIMATORS, LossModule, estimator_keys
+from rl_objectives.common import (
+    TD_ESTIMATOR_KEYS,
+    TD_ESTIMATORS,
+    LossModule,
+    estimator_keys,
+    loss_output,
+)
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -171,7 +177,7 @@ class TD3Loss(LossModule):
         tensordict.set(keys.priority, td_error.max(0).values)
         loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
         loss_q = self._reduce(loss_q, weights)
-        return TensorDict(
+        return loss_output(
             {
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_q,
@@ -179,6 +185,5 @@ class TD3Loss(LossModule):
                 "pred_value": pred.detach().mean(),
                 "target_value": target.mean(),
                 "next_state_value": next_value.mean(),
-            },
-            batch_size=[],
+            }
         )
