@@ -20,6 +20,7 @@ from rl_collectors import Collector
 from rl_envs import (
     GymEnv,
     InitTracker,
+    NextObservationDelta,
     PendulumEnv,
     RewardSum,
     SerialEnv,
@@ -67,11 +68,19 @@ def _tracked_serial() -> Any:
     return TransformedEnv(env, InitTracker()).append_transform(RewardSum())
 
 
+def _delta_compressed() -> Any:
+    return TransformedEnv(PendulumEnv(batch_size=[2]), StepCounter(max_steps=6)).append_transform(
+        NextObservationDelta()
+    )
+
+
 CASES: dict[str, tuple[Callable[[], Any], Callable[[Any], Any] | None, int]] = {
     "gym-mlp": (_gym_pendulum, _mlp_policy, 250),
     "gym-random": (_gym_pendulum, None, 250),
     "batched-stochastic": (_short_pendulum, _stochastic_actor, 21),
     "serial-transformed": (_tracked_serial, _stochastic_actor, 20),
+    # post-step_mdp hooks: the collector steps it (the stored steps lack ("next", obs))
+    "next-observation-delta": (_delta_compressed, _stochastic_actor, 14),
 }
 
 
@@ -95,7 +104,8 @@ def _collect(case: str, use_env_rollout: bool, batches: int) -> tuple[list[Any],
 def test_rollout_batches_equal_stepped_batches(case: str) -> None:
     fused, fused_collector = _collect(case, use_env_rollout=True, batches=3)
     stepped, stepped_collector = _collect(case, use_env_rollout=False, batches=3)
-    assert fused_collector.last_timings.fused and not stepped_collector.last_timings.fused
+    assert fused_collector.last_timings.fused == (case != "next-observation-delta")
+    assert not stepped_collector.last_timings.fused
     for fast, slow in zip(fused, stepped, strict=True):
         assert set(fast.keys(True, True)) == set(slow.keys(True, True))
         for key in slow.keys(True, True):

@@ -86,7 +86,8 @@ class Collector:
     break_when_any_done=False)``: the env library runs the loop its fastest way.
     Batches that need the collector at every step (``max_frames_per_traj``, the
     switch from random to policy actions, preemption in multiprocess workers, a
-    policy on another device) are stepped here one step at a time. Both paths
+    policy on another device, an env with post-``step_mdp`` hooks such as
+    ``NextObservationDelta``) are stepped here one step at a time. Both paths
     produce the same batch.
 
     Args:
@@ -355,6 +356,10 @@ class Collector:
         if self._env_rollout is None or should_stop is not None:
             return False
         if self.max_frames_per_traj is not None or self.policy_device != self.env_device:
+            return False
+        if getattr(self.env, "_post_step_mdp_hooks", None) is not None:
+            # The stored steps lack what the next root needs (e.g. NextObservationDelta
+            # drops ("next", obs)): only step_and_maybe_reset builds that root.
             return False
         return self.policy is None or self._frames >= self.init_random_frames
 
