@@ -114,6 +114,31 @@ def test_td_modules_read_values_from_data(cls, kwargs, fn):
     torch.testing.assert_close(est.value_estimate(td, next_value=nxt["state_value"]), expected)
 
 
+@pytest.mark.parametrize(
+    ("est", "needs_value"),
+    [
+        (lambda: TD0Estimator(gamma=0.9, average_rewards=True), False),
+        (lambda: TDLambdaEstimator(gamma=0.9, lmbda=0.7, average_rewards=True), False),
+        (lambda: GAE(gamma=0.9, lmbda=0.8), True),
+    ],
+    ids=["td0_average", "tdlambda_average", "gae"],
+)
+def test_value_estimate_from_next_value_matches_forward(est, needs_value):
+    """``value_estimate(next_value=...)`` (the off-policy losses' path) gives the same target
+    as a full pass; estimators that need ``V(s)`` read it from the data."""
+    td = rollout()
+    td["state_value"] = torch.randn(*td.shape, 1)
+    td["next", "state_value"] = torch.randn(*td.shape, 1)
+    nv = td["next", "state_value"]
+    target = est().value_estimate(
+        td.exclude("state_value") if not needs_value else td, next_value=nv
+    )
+    torch.testing.assert_close(target, est()(td.clone())["value_target"])
+    if needs_value:
+        with pytest.raises(KeyError, match="state_value"):
+            est().value_estimate(td.exclude("state_value"), next_value=nv)
+
+
 def test_vtrace_module_matches_functional():
     actor = make_categorical_actor()
     critic = make_value()

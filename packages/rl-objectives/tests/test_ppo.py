@@ -16,6 +16,7 @@ from tensordict.nn import (
 from torch import distributions as D
 
 from rl_objectives import A2CLoss, ClipPPOLoss, KLPENPPOLoss, PPOLoss, ReinforceLoss
+from rl_objectives.ppo import effective_sample_size
 
 
 def batch(n=16):
@@ -64,6 +65,51 @@ def test_clip_ppo_matches_plain_torch(clip_value):
     torch.testing.assert_close(out["loss_critic"], 0.5 * vl.mean())
     torch.testing.assert_close(out["kl_approx"], (-lw).mean().detach())
     assert "advantage" not in td.keys() or torch.equal(td["advantage"], batch()["advantage"])  # noqa: SIM118
+
+
+def test_clip_ppo_diagnostics_match_plain_torch():
+    actor, critic = make_categorical_actor(), make_value()
+    td = batch()
+    keys_before = set(td.keys(True, True))
+    out = ClipPPOLoss(actor, critic, clip_epsilon=0.2)(td)
+    assert set(td.keys(True, True)) == keys_before  # nothing written into the caller's data
+    dist, lw, _, _ = _ref(actor, critic, td)
+    lw = lw.detach()
+    ratio = lw.exp()
+    torch.testing.assert_close(out["kl_approx"], -lw.mean())
+    torch.testing.assert_close(out["clip_fraction"], ((ratio < 0.8) | (ratio > 1.2)).float().mean())
+    # TorchRL's log-space formula of the normalised effective sample size
+    ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.numel()
+    torch.testing.assert_close(out["ESS"], ess)
+    torch.testing.assert_close(out["entropy"], dist.entropy().mean().detach())
+    for key in ("kl_approx", "clip_fraction", "ESS", "entropy"):
+        assert not out[key].requires_grad, key
+
+
+def test_effective_sample_size_does_not_overflow():
+    lw = torch.tensor([0.0, 200.0, 200.0, -50.0])  # exp(200) overflows float32
+    assert torch.isclose(effective_sample_size(lw), torch.tensor(0.5))
+    assert torch.isclose(effective_sample_size(torch.full((5,), 100.0)), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("critic_coeff", [1.0, 0.5])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("loss_type", ["smooth_l1", "l2"])
+def test_ppo_critic_loss_matches_plain_torch(critic_coeff, reduction, loss_type):
+    actor, critic = make_categorical_actor(), make_value()
+    td = batch()
+    loss = ClipPPOLoss(
+        actor, critic, critic_coeff=critic_coeff, loss_critic_type=loss_type, reduction=reduction
+    )
+    out = loss(td)
+    v = critic.module(td["observation"])
+    fn = Fn.smooth_l1_loss if loss_type == "smooth_l1" else Fn.mse_loss
+    per_sample = critic_coeff * fn(td["value_target"], v, reduction="none").squeeze(-1)
+    expected = {"mean": per_sample.mean(), "sum": per_sample.sum(), "none": per_sample}
+    torch.testing.assert_close(out["loss_critic"], expected[reduction])
+    out["loss_critic"].sum().backward()
+    assert all(p.grad is not None for p in critic.parameters())
+    assert all(p.grad is None for p in actor.parameters())
 
 
 def test_ppo_and_klpen_match_plain_torch():

@@ -12,7 +12,7 @@ from objectives_testlib import (
     transitions,
 )
 
-from rl_objectives import DiscreteSACLoss, SACLoss
+from rl_objectives import DiscreteSACLoss, SACLoss, SoftUpdate
 
 
 def _q(qnet, obs, act, params=None):
@@ -22,14 +22,8 @@ def _q(qnet, obs, act, params=None):
     return torch.func.functional_call(qnet.module, flat, (obs, act)).squeeze(-1)
 
 
-def test_sac_matches_plain_torch():
-    actor = make_tanh_actor()
-    loss = SACLoss(actor, make_qvalue(), gamma=0.9, alpha_init=0.5, loss_function="l2")
-    assert loss.target_entropy is None  # "auto" without spec: inferred from the data
-    td = transitions(16)
-    torch.manual_seed(3)
-    out = loss(td)
-    assert loss.target_entropy == -2.0
+def _sac_reference(loss, actor, td, out):
+    """Check the critic loss and ``td_error`` of ``out``, computed after ``manual_seed(3)``."""
     q1, q2 = loss.qvalue_network
     tgt = loss.target_qvalue_network_params
     torch.manual_seed(3)
@@ -43,11 +37,49 @@ def test_sac_matches_plain_torch():
             -1
         ).float() * (nq - 0.5 * nlp)
     lq = ((_q(q1, obs, td["action"]) - y) ** 2 + (_q(q2, obs, td["action"]) - y) ** 2).mean()
+    td_error = torch.maximum(
+        (_q(q1, obs, td["action"]) - y).abs(), (_q(q2, obs, td["action"]) - y).abs()
+    )
+    torch.testing.assert_close(out["loss_qvalue"], lq)
+    torch.testing.assert_close(td["td_error"], td_error.detach())
+
+
+def test_sac_follows_in_place_target_updates_and_dtype_moves():
+    """The target / detached parameters bound once for the swaps stay the live ones."""
+    actor = make_tanh_actor()
+    loss = SACLoss(actor, make_qvalue(), gamma=0.9, alpha_init=0.5, loss_function="l2")
+    loss(transitions(16))  # binds the parameters
+    with torch.no_grad():
+        for p in loss.qvalue_network.parameters():
+            p.add_(0.5)
+    SoftUpdate(loss, tau=0.5).step()
+    td = transitions(16, seed=1)
+    torch.manual_seed(3)
+    _sac_reference(loss, actor, td, loss(td))
+    loss = loss.double()
+    td = transitions(16, seed=2).apply(lambda x: x.double() if x.is_floating_point() else x)
+    out = loss(td)
+    assert out["loss_qvalue"].dtype == torch.float64
+    out["loss_actor"].backward()
+    assert all(p.grad is None for p in loss.qvalue_network.parameters())
+    assert all(p.grad is not None for p in loss.actor_network.parameters())
+
+
+def test_sac_matches_plain_torch():
+    actor = make_tanh_actor()
+    loss = SACLoss(actor, make_qvalue(), gamma=0.9, alpha_init=0.5, loss_function="l2")
+    assert loss.target_entropy is None  # "auto" without spec: inferred from the data
+    td = transitions(16)
+    torch.manual_seed(3)
+    out = loss(td)
+    assert loss.target_entropy == -2.0
+    _sac_reference(loss, actor, td, out)  # seeds 3 and draws a', as the loss did first
+    q1, q2 = loss.qvalue_network
+    obs = td["observation"]
     d = actor.get_dist(td.select("observation"))
     a = d.rsample()
     lp = d.log_prob(a)
     qa = torch.minimum(_q(q1, obs, a), _q(q2, obs, a))
-    torch.testing.assert_close(out["loss_qvalue"], lq)
     torch.testing.assert_close(out["loss_actor"], (0.5 * lp - qa).mean())
     torch.testing.assert_close(out["loss_alpha"], (-loss.log_alpha * (lp.detach() - 2.0)).mean())
     torch.testing.assert_close(out["alpha"], torch.tensor(0.5))
