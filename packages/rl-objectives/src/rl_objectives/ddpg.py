@@ -9,7 +9,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import call, output_of
+from rl_objectives._nets import BoundParams, call, output_of
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
@@ -105,7 +105,7 @@ class DDPGLoss(LossModule):
         return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS, value="state_action_value")
 
     def _q(
-        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
+        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | BoundParams | None
     ) -> torch.Tensor:
         keys = self.tensor_keys
         return output_of(
@@ -124,16 +124,16 @@ class DDPGLoss(LossModule):
         self._get(tensordict, "reward", under_next=True)
         # actor: the critic runs on detached parameters, so only the actor gets gradients
         action = call(self.actor_network, tensordict).get(keys.action)
-        q_actor = self._q(tensordict, action, self.detached_params("value_network"))
+        q_actor = self._q(tensordict, action, self._bound_params("value_network", target=False))
         loss_actor = self._reduce(-q_actor.squeeze(-1), weights)
         # critic
         pred = self._q(tensordict, self._get(tensordict, "action"), None).squeeze(-1)
         with torch.no_grad():
             nxt = tensordict.get("next")
-            next_action = call(self.actor_network, nxt, self.target_params("actor_network")).get(
-                keys.action
-            )
-            next_value = self._q(nxt, next_action, self.target_params("value_network"))
+            next_action = call(
+                self.actor_network, nxt, self._bound_params("actor_network", target=True)
+            ).get(keys.action)
+            next_value = self._q(nxt, next_action, self._bound_params("value_network", target=True))
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         td_error = (pred - target).detach().pow(2)
         tensordict.set(keys.priority, td_error)

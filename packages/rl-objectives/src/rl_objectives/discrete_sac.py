@@ -13,6 +13,7 @@ from torch import nn
 
 from rl_objectives._alpha import Temperature
 from rl_objectives._nets import (
+    BoundParams,
     action_space_name,
     chosen_value,
     in_keys_of,
@@ -170,7 +171,7 @@ class DiscreteSACLoss(LossModule):
         log_probs = torch.log(torch.where(probs == 0, torch.full_like(probs, 1e-8), probs))
         return probs, log_probs
 
-    def _qs(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
+    def _qs(self, td: TensorDictBase, params: TensorDictBase | BoundParams | None) -> torch.Tensor:
         return stacked_outputs(self.qvalue_network, td, self.tensor_keys.action_value, params)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -185,7 +186,7 @@ class DiscreteSACLoss(LossModule):
             next_probs, next_log_probs = self._policy(nxt)
             if self._target_entropy is None:
                 self._target_entropy = self.target_entropy_weight * math.log(next_probs.shape[-1])
-            next_q = self._qs(nxt, self.target_params("qvalue_network")).min(0).values
+            next_q = self._qs(nxt, self._bound_params("qvalue_network", target=True)).min(0).values
             next_value = (next_probs * (next_q - alpha * next_log_probs)).sum(-1, keepdim=True)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         q_all = self._qs(tensordict, None)
@@ -194,7 +195,9 @@ class DiscreteSACLoss(LossModule):
         loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
         loss_q = self._reduce(loss_q, weights)
         probs, log_probs = self._policy(tensordict)
-        q_detached = self._qs(tensordict, self.detached_params("qvalue_network")).min(0).values
+        q_detached = (
+            self._qs(tensordict, self._bound_params("qvalue_network", target=False)).min(0).values
+        )
         loss_actor = (probs * (alpha * log_probs - q_detached)).sum(-1)
         loss_actor = self._reduce(loss_actor, weights)
         neg_entropy = (probs * log_probs).sum(-1)

@@ -107,11 +107,13 @@ class DQNLoss(LossModule):
         key = self.tensor_keys.action_value
         with torch.no_grad():
             nxt = td.get("next")
-            q_target = call(self.value_network, nxt, self.target_params("value_network")).get(key)
+            q_target = call(
+                self.value_network, nxt, self._bound_params("value_network", target=True)
+            ).get(key)
             if self.double_dqn:
-                q_online = call(self.value_network, nxt, self.detached_params("value_network")).get(
-                    key
-                )
+                q_online = call(
+                    self.value_network, nxt, self._bound_params("value_network", target=False)
+                ).get(key)
                 best = q_online.argmax(-1, keepdim=True)
                 return q_target.gather(-1, best)
             return q_target.max(-1, keepdim=True).values
@@ -259,9 +261,9 @@ class DistributionalDQNLoss(LossModule):
             log_p = (log_q * action.to(log_q.dtype).unsqueeze(-2)).sum(-1)
         with torch.no_grad():
             nxt = tensordict.get("next")
-            next_log_q = call(self.value_network, nxt, self.target_params("value_network")).get(
-                keys.action_value
-            )
+            next_log_q = call(
+                self.value_network, nxt, self._bound_params("value_network", target=True)
+            ).get(keys.action_value)
             next_probs = next_log_q.exp()
             best = (next_probs * self.support.unsqueeze(-1)).sum(-2).argmax(-1)
             best = best.reshape(*best.shape, 1, 1).expand(*next_probs.shape[:-1], 1)

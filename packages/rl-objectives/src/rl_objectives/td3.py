@@ -10,7 +10,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import call, make_qvalue_networks, stacked_outputs
+from rl_objectives._nets import BoundParams, call, make_qvalue_networks, stacked_outputs
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
@@ -140,7 +140,7 @@ class TD3Loss(LossModule):
         return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS, value="state_action_value")
 
     def _qs(
-        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | None
+        self, td: TensorDictBase, action: torch.Tensor, params: TensorDictBase | BoundParams | None
     ) -> torch.Tensor:
         """``[num_qvalue_nets, *B]`` Q-values of ``action``."""
         keys = self.tensor_keys
@@ -157,19 +157,21 @@ class TD3Loss(LossModule):
         self._get(tensordict, "reward", under_next=True)
         # actor: first critic, detached parameters
         new_action = call(self.actor_network, tensordict).get(keys.action)
-        q_actor = self._qs(tensordict, new_action, self.detached_params("qvalue_network"))
+        q_actor = self._qs(
+            tensordict, new_action, self._bound_params("qvalue_network", target=False)
+        )
         loss_actor = self._reduce(-q_actor[0], weights)
         # critics
         with torch.no_grad():
             nxt = tensordict.get("next")
-            next_action = call(self.actor_network, nxt, self.target_params("actor_network")).get(
-                keys.action
-            )
+            next_action = call(
+                self.actor_network, nxt, self._bound_params("actor_network", target=True)
+            ).get(keys.action)
             noise = (torch.randn_like(next_action) * self.policy_noise).clamp(
                 -self.noise_clip, self.noise_clip
             )
             next_action = torch.clamp(next_action + noise, self.min_action, self.max_action)
-            next_q = self._qs(nxt, next_action, self.target_params("qvalue_network"))
+            next_q = self._qs(nxt, next_action, self._bound_params("qvalue_network", target=True))
             next_value = next_q.min(0).values.unsqueeze(-1)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         pred = self._qs(tensordict, action, None)
