@@ -155,3 +155,19 @@ def test_multisync_collector_with_pendulum_workers_fills_a_buffer() -> None:
     finally:
         collector.shutdown()
     assert len(buffer) == 200
+
+
+def test_cat_frames_as_inverse_stacks_frames_when_the_buffer_is_written() -> None:
+    """A TorchRL pattern: frame stacking done once, on the way into the replay buffer."""
+    from tensordict import TensorDict
+
+    from rl_envs import CatFrames
+
+    stack = CatFrames(N=2, dim=-1, in_keys=["obs"], out_keys=["stack"], as_inverse=True)
+    rb = ReplayBuffer(storage=LazyTensorStorage(8), transform=stack, batch_size=2)
+    obs = torch.arange(1.0, 5.0).reshape(4, 1)
+    done = torch.tensor([False, True, False, False]).reshape(4, 1)
+    rb.extend(TensorDict(obs=obs, next=TensorDict(done=done, batch_size=[4]), batch_size=[4]))
+    # frame t is [obs[t-1], obs[t]] within an episode, the first frame repeated at its start
+    expected = torch.tensor([[1.0, 1.0], [1.0, 2.0], [3.0, 3.0], [3.0, 4.0]])
+    assert torch.equal(rb.storage.get(torch.arange(4))["stack"], expected)

@@ -182,3 +182,23 @@ def test_sampled_tensordict_carries_index_and_weight(weight_key, ndim):
     assert torch.equal(s["observation"], flat["observation"][pos])
     with pytest.raises(RuntimeError):  # later writes are still validated
         s.set("bad", torch.zeros(3))
+
+
+class _DoubleOnWrite:
+    """A transform with an inverse: ``inv`` runs on writes, ``__call__`` on samples."""
+
+    def inv(self, td):
+        return td.set("obs", td["obs"] * 2)
+
+    def __call__(self, td):
+        return td.set("seen", torch.ones(td.shape))
+
+
+def test_transform_inv_runs_on_extend_and_forward_on_sample() -> None:
+    from tensordict import TensorDict
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(10), transform=_DoubleOnWrite(), batch_size=4)
+    rb.extend(TensorDict(obs=torch.arange(4.0), batch_size=[4]))
+    assert torch.equal(rb.storage.get(torch.arange(4))["obs"], torch.arange(4.0) * 2)
+    sample = rb.sample()
+    assert (sample["seen"] == 1).all() and set(sample["obs"].tolist()) <= {0.0, 2.0, 4.0, 6.0}

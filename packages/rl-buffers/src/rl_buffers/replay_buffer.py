@@ -51,6 +51,9 @@ class ReplayBuffer:
         pin_memory: pin sampled CPU tensors.
         prefetch: number of batches sampled ahead in a background thread.
         transform: any callable applied to each sampled batch (TensorDict -> TensorDict).
+            If it also has an ``inv`` method (an env transform, e.g.
+            ``CatFrames(as_inverse=True)``), TensorDicts written by :meth:`extend` /
+            :meth:`add` go through ``transform.inv`` first, as in TorchRL.
         batch_size: the default of :meth:`sample`.
 
     Examples:
@@ -135,6 +138,9 @@ class ReplayBuffer:
         The whole batch is checked against the storage's keys, shapes and dtypes
         before anything is written: a bad batch raises and leaves the buffer unchanged.
         """
+        inv = getattr(self._transform, "inv", None)
+        if callable(inv) and is_tensor_collection(data):
+            data = inv(data)
         with self._lock:
             self._futures.clear()
             index = self._writer.extend(data)
