@@ -139,6 +139,23 @@ class StatefulToyEnv(ToyEnv):
             setattr(self, key, value.clone())
 
 
+class SeededToyEnv(ToyEnv):
+    """A ToyEnv with ``set_seed``: the seed shows in the observation (``100 * seed`` added
+    to the sub-env index column) and seeding resets the env, as Gymnasium's does."""
+
+    seed_value = 0
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        self.seed_value = seed
+        self.reset()
+        return seed if static_seed else seed + 1
+
+    def _obs(self) -> torch.Tensor:
+        obs = super()._obs()
+        obs[..., 1] += 100 * self.seed_value
+        return obs
+
+
 def make_toy_env(**kwargs: object) -> ToyEnv:
     """Picklable constructor used by the multiprocess and Ray tests."""
     return ToyEnv(**kwargs)

@@ -334,3 +334,21 @@ def test_split_trajectories_on_collected_batch_round_trips() -> None:
     assert sorted(split["observation"][mask][:, 1:].tolist()) == sorted(
         batch["observation"].reshape(-1, 3)[:, 1:].tolist()
     )
+
+
+def test_set_seed_seeds_the_env_returns_the_next_seed_and_restarts_episodes() -> None:
+    from rl_collectors_toy_env import SeededToyEnv
+
+    collector = Collector(SeededToyEnv(batch_size=(2,)), None, frames_per_batch=8)
+    first = collector.next()
+    assert first["observation"][..., 1].max() < 100  # unseeded: sub-env indices 0 and 1
+    assert collector.set_seed(7) == 8 and collector.set_seed(7, static_seed=True) == 7
+    second = collector.next()
+    assert torch.equal(second["observation"][:, 0, 1], torch.tensor([700.0, 701.0]))
+    assert (second["observation"][:, 0, 0] == 0).all(), "seeding starts every episode afresh"
+
+
+def test_set_seed_without_env_set_seed_names_the_fix() -> None:
+    collector = Collector(ToyEnv(), None, frames_per_batch=4)
+    with pytest.raises(TypeError, match="has no set_seed"):
+        collector.set_seed(0)

@@ -181,3 +181,24 @@ def test_env_instances_are_refused() -> None:
 
     with pytest.raises(TypeError, match="constructor"):
         MultiSyncCollector([ToyEnv()], None, frames_per_batch=4)
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_set_seed_gives_each_worker_the_next_seed_and_reset_restarts_them(cls) -> None:
+    from rl_collectors_toy_env import SeededToyEnv
+
+    with cls([SeededToyEnv, SeededToyEnv], None, frames_per_batch=12, total_frames=-1) as collector:
+        assert collector.set_seed(5) == 7  # worker 0 gets 5, worker 1 gets 6
+        seen = set()
+        for batch in collector:
+            seen |= {int(v) // 100 for v in batch["observation"][..., 1].flatten()}
+            if len(seen) == 2:
+                break
+        assert seen == {5, 6}
+    with MultiSyncCollector(
+        [SeededToyEnv, SeededToyEnv], None, frames_per_batch=4, total_frames=-1
+    ) as collector:
+        collector.next()
+        collector.reset()
+        batch = collector.next()
+        assert (batch["observation"][:, 0, 0] == 0).all(), "reset restarts every worker's episode"

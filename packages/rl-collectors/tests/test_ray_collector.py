@@ -68,3 +68,18 @@ def test_failing_actor_raises(local_ray: None) -> None:
     )
     with pytest.raises(WorkerError, match="ToyEnv failure injected"):
         collector.next()
+
+
+def test_set_seed_and_reset_reach_every_actor(local_ray: None) -> None:
+    from rl_collectors_toy_env import SeededToyEnv
+
+    collector = RayCollector(SeededToyEnv, None, num_collectors=2, frames_per_batch=4)
+    collector.next()
+    assert collector.set_seed(5) == 7  # actor 0 gets 5, actor 1 gets 6
+    batch = collector.next()
+    assert sorted(int(v) // 100 for v in batch["observation"][:, 0, 1]) == [5, 6]
+    assert (batch["observation"][:, 0, 0] == 0).all(), "seeding restarts the episodes"
+    collector.next()
+    collector.reset()
+    assert (collector.next()["observation"][:, 0, 0] == 0).all()
+    collector.shutdown()

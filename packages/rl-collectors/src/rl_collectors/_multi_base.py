@@ -309,6 +309,27 @@ class _MultiCollectorBase:
         worker = [self.worker_timings[i] for i in indices if self.worker_timings[i] is not None]
         return merge_timings(frames, worker, started)
 
+    # -- seeding ----------------------------------------------------------------------------
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed each worker's env in turn (``seed``, then the seed each returns), as TorchRL.
+
+        Workers start every sub-env afresh at their next batch. Returns the seed after
+        the last worker's (``seed + num_workers`` for envs that count up by one).
+        """
+        self._idle_check()
+        for index in range(self.num_workers):
+            self._send(index, "set_seed", (seed, static_seed))
+            _, message = self._receive({index})
+            seed = message[1]
+        return seed
+
+    def reset(self) -> None:
+        """Start every worker's sub-envs from a fresh reset at their next batch."""
+        self._idle_check()
+        for index in range(self.num_workers):
+            self._send(index, "reset")
+            self._receive({index})
+
     # -- checkpointing ----------------------------------------------------------------------
     def _idle_check(self) -> None:
         """Subclasses with batches in flight override this to refuse mid-flight checkpoints."""

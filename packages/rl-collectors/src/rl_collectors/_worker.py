@@ -47,7 +47,8 @@ def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
 
 
 def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop: Any) -> None:
-    """Serve ``("collect", steps)``, ``("state_dict", None)``, ``("load_state_dict", sd)``, ``("close", None)``.
+    """Serve ``("collect", steps)``, ``("state_dict", None)``, ``("load_state_dict", sd)``,
+    ``("set_seed", (seed, static_seed))``, ``("reset", None)`` and ``("close", None)``.
 
     Replies ``("ready", batch_size)`` once (or ``("config_error", type, message)`` if the
     collector cannot be built from these arguments), then ``("batch", buffer_or_None, steps_written, timings)``
@@ -83,6 +84,11 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
                 conn.send(("state", collector.state_dict()))
             elif command == "load_state_dict":
                 collector.load_state_dict(argument)
+                conn.send(("ok", None))
+            elif command == "set_seed":
+                conn.send(("seed", collector.set_seed(*argument)))
+            elif command == "reset":
+                collector.reset()
                 conn.send(("ok", None))
             elif command == "close":
                 break

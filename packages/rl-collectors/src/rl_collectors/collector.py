@@ -487,6 +487,26 @@ class Collector:
         """Frames collected so far (random frames included)."""
         return self._frames
 
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the env (``env.set_seed``) and start every sub-env afresh at the next batch.
+
+        Returns:
+            The seed to give the next env or collector (``seed + 1`` unless ``static_seed``
+            or the env says otherwise), as TorchRL's ``set_seed`` does.
+
+        Raises:
+            TypeError: the env has no ``set_seed``.
+        """
+        set_seed = getattr(self.env, "set_seed", None)
+        if not callable(set_seed):
+            raise TypeError(
+                f"{type(self.env).__name__} has no set_seed(seed, static_seed); seed it "
+                "before handing it to the collector."
+            )
+        out = set_seed(seed, static_seed=static_seed)
+        self._root = None  # seeding may have reset the env: the carried step is stale
+        return seed if out is None else out
+
     def reset(self) -> None:
         """Start every sub-env from a fresh ``env.reset()`` at the next step (TorchRL's ``reset()``).
 

@@ -58,7 +58,7 @@ class MultiAsyncCollector(_MultiCollectorBase):
     def _idle_check(self) -> None:
         if self._in_flight:
             raise RuntimeError(
-                f"workers {sorted(self._in_flight)} are collecting; checkpoint an async collector "
+                f"workers {sorted(self._in_flight)} are collecting; checkpoint, seed or reset an async collector "
                 "once its iteration has finished (or before it starts)."
             )
 

@@ -68,6 +68,12 @@ class RayCollectorWorker:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.collector.load_state_dict(state_dict)
 
+    def set_seed(self, seed: int, static_seed: bool) -> int:
+        return self.collector.set_seed(seed, static_seed)
+
+    def reset(self) -> None:
+        self.collector.reset()
+
     def shutdown(self) -> None:
         self.collector.shutdown()
 
@@ -311,11 +317,27 @@ class RayCollector:
         """Frames handed out so far."""
         return self._frames
 
+    # -- seeding ----------------------------------------------------------------------------
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed each actor's env in turn (``seed``, then the seed each returns), as TorchRL."""
+        self._check_idle()
+        for actor in self._actors:
+            seed = self._get([actor.set_seed.remote(seed, static_seed)])[0]
+        return seed
+
+    def reset(self) -> None:
+        """Start every actor's sub-envs from a fresh reset at their next batch."""
+        self._check_idle()
+        self._get([actor.reset.remote() for actor in self._actors])
+
     # -- checkpointing ----------------------------------------------------------------------
+    def _check_idle(self) -> None:
+        if self._in_flight:
+            raise RuntimeError("actors are collecting; call this once the iteration has finished.")
+
     def state_dict(self) -> dict[str, Any]:
         """Counters, weights version and every actor's collector state."""
-        if self._in_flight:
-            raise RuntimeError("actors are collecting; checkpoint once the iteration has finished.")
+        self._check_idle()
         return {
             "frames": self._frames,
             "iter": self._iter,
