@@ -213,6 +213,12 @@ class _MultiCollectorBase:
         except (BrokenPipeError, OSError):
             self._fail(index, None)
 
+    def _request(self, index: int, command: str, argument: Any = None) -> Any:
+        """Send one command to one idle worker and return the payload of its reply."""
+        self._send(index, command, argument)
+        _, message = self._receive({index})
+        return message[1]
+
     def _receive(self, pending: set[int]) -> tuple[int, tuple[Any, ...]]:
         """Wait for the next message of a worker in ``pending``; raise if any worker fails."""
         if self._closed:
@@ -318,17 +324,14 @@ class _MultiCollectorBase:
         """
         self._idle_check()
         for index in range(self.num_workers):
-            self._send(index, "set_seed", (seed, static_seed))
-            _, message = self._receive({index})
-            seed = message[1]
+            seed = self._request(index, "set_seed", (seed, static_seed))
         return seed
 
     def reset(self) -> None:
         """Start every worker's sub-envs from a fresh reset at their next batch."""
         self._idle_check()
         for index in range(self.num_workers):
-            self._send(index, "reset")
-            self._receive({index})
+            self._request(index, "reset")
 
     # -- checkpointing ----------------------------------------------------------------------
     def _idle_check(self) -> None:
@@ -337,11 +340,7 @@ class _MultiCollectorBase:
     def state_dict(self) -> dict[str, Any]:
         """Counters, the weights and every worker's collector state."""
         self._idle_check()
-        workers = []
-        for index in range(self.num_workers):
-            self._send(index, "state_dict")
-            _, message = self._receive({index})
-            workers.append(message[1])
+        workers = [self._request(index, "state_dict") for index in range(self.num_workers)]
         state: dict[str, Any] = {
             "frames": self._frames,
             "iter": self._iter,
@@ -366,8 +365,7 @@ class _MultiCollectorBase:
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
         for index, worker_state in enumerate(workers):
-            self._send(index, "load_state_dict", worker_state)
-            self._receive({index})
+            self._request(index, "load_state_dict", worker_state)
         if "policy_state_dict" in state_dict and isinstance(self.policy, nn.Module):
             self.policy.load_state_dict(state_dict["policy_state_dict"])
             self.update_policy_weights_()
