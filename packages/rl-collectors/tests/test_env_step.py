@@ -16,8 +16,23 @@ def test_step_mdp_moves_next_to_root_without_reward() -> None:
         [],
     )  # fmt: skip
     out = step_mdp(td)
-    assert sorted(out.keys()) == ["done", "observation"]
+    # rl_envs.step_mdp / TorchRL: the old root's other entries ("loc") are carried over.
+    assert sorted(out.keys()) == ["done", "loc", "observation"]
     assert (out["observation"] == 1).all()
+
+
+def test_step_mdp_follows_the_contract_for_nested_and_custom_keys() -> None:
+    td = TensorDict(
+        {"observation": torch.zeros(2), ("agent", "act"): torch.ones(1), ("state", "h"): torch.full((3,), 2.0),
+         "extra": torch.zeros(1), "score": torch.zeros(1),
+         "next": {"observation": torch.ones(2), "score": torch.ones(1), "extra": torch.ones(1),
+                  "done": torch.zeros(1, dtype=torch.bool)}},
+        [],
+    )  # fmt: skip
+    out = step_mdp(td, reward_keys=("score",), action_keys=(("agent", "act"),))
+    assert set(out.keys(True, True)) == {"observation", "extra", ("state", "h"), "done"}
+    assert (out["extra"] == 1).all(), "an entry of 'next' wins over the root's"
+    assert (out["state", "h"] == 2).all()
 
 
 def test_partial_reset_touches_only_masked_entries() -> None:

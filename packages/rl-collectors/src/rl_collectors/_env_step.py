@@ -24,28 +24,34 @@ RESET_KEY = "_reset"
 
 
 def step_mdp(
-    tensordict: TensorDictBase, reward_keys: Sequence[NestedKey] = ("reward",)
+    tensordict: TensorDictBase,
+    reward_keys: Sequence[NestedKey] = ("reward",),
+    action_keys: Sequence[NestedKey] = ("action",),
 ) -> TensorDictBase:
-    """Build the input of the next step from a transition.
+    """Build the input of the next step from a transition (docs/contract.md, section 1).
 
-    The contents of ``"next"`` move to the root; rewards are left out. Keys of
-    the old root (action, policy outputs) are dropped: state the env or the
-    policy carries over lives under ``("next", key)`` by the contract.
+    The contents of ``"next"`` move to the root, rewards left out. The old root's other
+    entries (policy outputs, state keys) are kept where ``"next"`` has no entry of the
+    same key; its actions and rewards are dropped. This is ``rl_envs.step_mdp`` (and
+    TorchRL's) with its defaults, so a collector carries the same root into the next
+    batch whether the env's rollout or the collector's step loop built it.
 
     Args:
         tensordict: a transition holding a ``"next"`` sub-TensorDict.
-        reward_keys: keys of ``"next"`` that stay behind.
+        reward_keys: keys of ``"next"`` (and of the root) that stay behind.
+        action_keys: keys of the root that stay behind.
 
     Returns:
-        A new TensorDict (sharing tensors with ``tensordict["next"]``).
+        A new TensorDict (sharing tensors with ``tensordict`` and its ``"next"``).
 
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"observation": torch.zeros(2), "action": torch.ones(1),
+        ...     "hidden": torch.ones(3),
         ...     "next": {"observation": torch.ones(2), "reward": torch.ones(1)}}, [])
         >>> sorted(step_mdp(td).keys())
-        ['observation']
+        ['hidden', 'observation']
     """
     nxt = tensordict.get("next", None)
     if nxt is None:
@@ -53,7 +59,13 @@ def step_mdp(
             "step_mdp: the transition has no 'next' entry; expected the output of env.step(td), "
             f"got keys {sorted(map(str, tensordict.keys()))}."
         )
-    return nxt.exclude(*reward_keys)
+    out = nxt.exclude(*reward_keys)
+    carried = tensordict.exclude("next", *reward_keys, *action_keys)
+    present = set(out.keys(True, True))
+    for key, value in carried.items(True, True):
+        if key not in present:
+            out.set(key, value)
+    return out
 
 
 def _reset_mask_like(done: torch.Tensor) -> torch.Tensor:
@@ -101,6 +113,7 @@ def env_step_and_maybe_reset(
     tensordict: TensorDictBase,
     reward_keys: Sequence[NestedKey],
     use_env_method: bool,
+    action_keys: Sequence[NestedKey] = ("action",),
 ) -> tuple[TensorDictBase, TensorDictBase]:
     """One transition and the root of the next step, resetting the done sub-envs.
 
@@ -109,6 +122,7 @@ def env_step_and_maybe_reset(
         tensordict: the root holding ``"action"``.
         reward_keys: keys that :func:`step_mdp` leaves behind.
         use_env_method: call ``env.step_and_maybe_reset`` (``True``) or do it here.
+        action_keys: root keys that :func:`step_mdp` leaves behind.
 
     Returns:
         ``(transition, next_root)``.
@@ -120,7 +134,7 @@ def env_step_and_maybe_reset(
         raise RuntimeError(
             "env.step(td) returned None; the contract asks for the TensorDict with 'next'."
         )
-    return transition, root_after(env, transition, reward_keys)
+    return transition, root_after(env, transition, reward_keys, action_keys)
 
 
 _ROLLOUT_ARGUMENTS = frozenset({"auto_reset", "tensordict", "break_when_any_done"})
@@ -145,11 +159,14 @@ def env_rollout(env: Any) -> Callable[..., TensorDictBase] | None:
 
 
 def root_after(
-    env: Any, last_step: TensorDictBase, reward_keys: Sequence[NestedKey]
+    env: Any,
+    last_step: TensorDictBase,
+    reward_keys: Sequence[NestedKey],
+    action_keys: Sequence[NestedKey] = ("action",),
 ) -> TensorDictBase:
     """The root that follows ``last_step`` (one transition): :func:`step_mdp`, then reset
     the sub-envs that are done, as :func:`env_step_and_maybe_reset` does after a step."""
-    next_root = step_mdp(last_step, reward_keys)
+    next_root = step_mdp(last_step, reward_keys, action_keys)
     done = next_root.get(DONE_KEY)
     if done.any():
         next_root = partial_reset(env, next_root, done)

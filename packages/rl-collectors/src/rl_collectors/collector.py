@@ -185,6 +185,7 @@ class Collector:
         self._policy_call = fast_policy_call(self.policy) or self.policy
 
         self._reward_keys = tuple(getattr(self.env, "reward_keys", None) or ("reward",))
+        self._action_keys = tuple(getattr(self.env, "action_keys", None) or ("action",))
         self._use_env_smr = callable(getattr(self.env, "step_and_maybe_reset", None))
         self._env_rollout = env_rollout(self.env) if use_env_rollout else None
         self._steps_per_batch = frames_per_batch // self._env_numel
@@ -329,7 +330,7 @@ class Collector:
                     )
                 t1 = time.perf_counter()
                 transition, next_root = env_step_and_maybe_reset(
-                    self.env, root, self._reward_keys, self._use_env_smr
+                    self.env, root, self._reward_keys, self._use_env_smr, self._action_keys
                 )
                 if self.max_frames_per_traj is not None:
                     next_root = self._cut_long_trajectories(transition, next_root)
@@ -381,7 +382,9 @@ class Collector:
                     "An env's rollout must auto-reset and run every step (docs/contract.md); "
                     "fix the env or pass use_env_rollout=False to the collector."
                 )
-            self._root = root_after(self.env, batch[..., -1].clone(), self._reward_keys)
+            self._root = root_after(
+                self.env, batch[..., -1].clone(), self._reward_keys, self._action_keys
+            )
         self._ensure_buffer(batch[..., 0])
         data = self._buffer.data
         (data if num_steps == data.shape[-1] else data[..., :num_steps]).update_(batch)
