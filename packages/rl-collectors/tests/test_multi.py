@@ -176,11 +176,39 @@ def test_bad_frame_counts_are_explained(kwargs: dict, match: str) -> None:
         MultiSyncCollector(TOY_2, None, num_workers=2, **kwargs)
 
 
-def test_env_instances_are_refused() -> None:
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_env_instances_are_pickled_to_the_workers(cls) -> None:
+    """As in TorchRL, env instances work like constructors: each worker unpickles its copy."""
     from rl_collectors_toy_env import ToyEnv
 
-    with pytest.raises(TypeError, match="constructor"):
-        MultiSyncCollector([ToyEnv()], None, frames_per_batch=4)
+    parent_env = ToyEnv((2,))
+    kwargs = {"frames_per_batch": 40, "total_frames": 80}
+    with cls([parent_env, parent_env], ScalePolicy(1.0), **kwargs) as collector:
+        from_instances = [b.clone() for b in collector]
+    with cls([TOY_2, TOY_2], ScalePolicy(1.0), **kwargs) as collector:
+        from_constructors = [b.clone() for b in collector]
+    assert len(from_instances) == len(from_constructors) > 0
+    for a, b in zip(from_instances, from_constructors, strict=True):
+        assert a.shape == b.shape
+        assert set(a.keys(True, True)) == set(b.keys(True, True))
+    if cls is MultiSyncCollector:  # the async one yields workers in arrival order
+        for a, b in zip(from_instances, from_constructors, strict=True):
+            assert torch.equal(a["observation"], b["observation"])
+    assert parent_env.total_steps == 0, "the workers step their own copies"
+
+
+def test_unpicklable_env_instance_is_explained() -> None:
+    from rl_collectors_toy_env import ToyEnv
+
+    env = ToyEnv((2,))
+    env.hook = lambda td: td  # a lambda cannot be pickled
+    with pytest.raises(TypeError, match=r"cannot be pickled.*constructor"):
+        MultiSyncCollector([env, env], None, frames_per_batch=4)
+
+
+def test_non_env_non_callable_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"env instance.*constructor"):
+        MultiSyncCollector([3, 4], None, frames_per_batch=4)
 
 
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])

@@ -49,6 +49,18 @@ def _context(start_method: str | None) -> Any:
     return context
 
 
+def _check_picklable(env: Any) -> None:
+    """An env instance goes to its worker by pickling (as in TorchRL): fail early and clearly."""
+    try:
+        pickle.dumps(env)
+    except Exception as error:
+        raise TypeError(
+            f"the env instance {type(env).__name__} cannot be pickled to a worker process "
+            f"({type(error).__name__}: {error}); pass a constructor instead "
+            "(e.g. functools.partial(MyEnv, ...) or EnvCreator(lambda: MyEnv(...)))."
+        ) from error
+
+
 class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
@@ -97,11 +109,14 @@ class _MultiCollectorBase:
         if not env_fns:
             raise ValueError("a multiprocess collector needs at least one worker.")
         for fn in env_fns:
-            if not callable(fn) or is_env_instance(fn):
+            if not callable(fn) and not is_env_instance(fn):
                 raise TypeError(
-                    "each worker builds its own env: pass a picklable constructor (a class, a "
-                    f"function, functools.partial, EnvCreator), not {type(fn).__name__} instances."
+                    "each worker needs an env: pass an env instance (sent to the worker by "
+                    "pickling) or a picklable constructor (a class, a function, "
+                    f"functools.partial, EnvCreator); got {type(fn).__name__}."
                 )
+            if is_env_instance(fn):
+                _check_picklable(fn)
         if isinstance(create_env_kwargs, Sequence):
             env_kwargs = [dict(k) for k in create_env_kwargs]
         else:

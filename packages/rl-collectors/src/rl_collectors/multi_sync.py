@@ -30,7 +30,8 @@ class MultiSyncCollector(_MultiCollectorBase):
     (``("collector", "policy_version")`` says which version did).
 
     Args:
-        create_env_fn: a picklable env constructor (with ``num_workers``) or one per worker.
+        create_env_fn: an env or a picklable env constructor (with ``num_workers``), or one
+            per worker; env instances are pickled to their worker (each steps its own copy).
         policy: a ``TensorDict -> TensorDict`` callable (pickled once to each worker) or ``None``
             for random actions.
         num_workers: how many workers when one constructor is given.
