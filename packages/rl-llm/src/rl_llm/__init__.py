@@ -2,6 +2,8 @@
 
 from importlib.metadata import version as _version
 
+from rl_llm.data import CHATML_TEMPLATE, History, add_chat_template
+
 __version__ = _version("rl-llm")
 
-__all__ = ["__version__"]
+__all__ = ["CHATML_TEMPLATE", "History", "__version__", "add_chat_template"]
