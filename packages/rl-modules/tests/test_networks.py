@@ -28,7 +28,14 @@ def test_mlp_structure_and_output_against_plain_layers():
 
 
 def test_mlp_options():
-    net = MLP(out_features=(2, 3), depth=2, num_cells=16, norm_class=nn.LayerNorm, dropout=0.1)
+    net = MLP(
+        out_features=(2, 3),
+        depth=2,
+        num_cells=16,
+        norm_class=nn.LayerNorm,
+        norm_kwargs={"normalized_shape": 16},
+        dropout=0.1,
+    )
     assert net(torch.randn(7, 5)).shape == torch.Size([7, 2, 3])
     assert sum(isinstance(m, nn.LayerNorm) for m in net) == 2
     assert sum(isinstance(m, nn.Dropout) for m in net) == 2

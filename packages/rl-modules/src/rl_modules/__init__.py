@@ -35,6 +35,8 @@ from rl_modules.exploration import (
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
 from rl_modules.networks import (
     MLP,
+    BatchRenorm1d,
+    Conv3dNet,
     ConvNet,
     DdpgMlpActor,
     DdpgMlpQNet,
@@ -42,6 +44,7 @@ from rl_modules.networks import (
     Ensemble,
     MultiAgentConvNet,
     MultiAgentMLP,
+    NoisyLazyLinear,
     NoisyLinear,
     SquashDims,
     StackedParams,
@@ -65,6 +68,8 @@ __all__ = [
     "ActorValueOperator",
     "AddStateIndependentNormalScale",
     "AdditiveGaussianModule",
+    "BatchRenorm1d",
+    "Conv3dNet",
     "ConvNet",
     "DdpgMlpActor",
     "DdpgMlpQNet",
@@ -82,6 +87,7 @@ __all__ = [
     "MaskedOneHotCategorical",
     "MultiAgentConvNet",
     "MultiAgentMLP",
+    "NoisyLazyLinear",
     "NoisyLinear",
     "NormalParamExtractor",
     "OneHotCategorical",

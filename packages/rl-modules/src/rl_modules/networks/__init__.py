@@ -1,14 +1,17 @@
 """Plain ``nn.Module`` networks (wrap them in a TensorDictModule to route keys)."""
 
-from rl_modules.networks.conv import ConvNet, SquashDims
+from rl_modules.networks.batchrenorm import BatchRenorm1d
+from rl_modules.networks.conv import Conv3dNet, ConvNet, SquashDims
 from rl_modules.networks.dqn import DdpgMlpActor, DdpgMlpQNet, DuelingCnnDQNet
 from rl_modules.networks.ensemble import Ensemble, StackedParams
 from rl_modules.networks.mlp import MLP
 from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP
-from rl_modules.networks.noisy import NoisyLinear
+from rl_modules.networks.noisy import NoisyLazyLinear, NoisyLinear
 
 __all__ = [
     "MLP",
+    "BatchRenorm1d",
+    "Conv3dNet",
     "ConvNet",
     "DdpgMlpActor",
     "DdpgMlpQNet",
@@ -16,6 +19,7 @@ __all__ = [
     "Ensemble",
     "MultiAgentConvNet",
     "MultiAgentMLP",
+    "NoisyLazyLinear",
     "NoisyLinear",
     "SquashDims",
     "StackedParams",

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.modules.lazy import LazyModuleMixin
+from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
 
 def _scaled_noise(
@@ -97,3 +99,74 @@ class NoisyLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
+
+
+class NoisyLazyLinear(LazyModuleMixin, NoisyLinear):
+    """A :class:`NoisyLinear` whose ``in_features`` is read from the first input.
+
+    Becomes a plain :class:`NoisyLinear` after the first call.
+
+    Args:
+        out_features: output size.
+        bias: whether the layer has a (noisy) bias.
+        device: where the parameters live.
+        dtype: their dtype.
+        std_init: initial ``sigma`` factor.
+
+    Examples:
+        >>> import torch
+        >>> layer = NoisyLazyLinear(2)
+        >>> layer(torch.zeros(3, 5)).shape
+        torch.Size([3, 2])
+        >>> type(layer).__name__, layer.in_features
+        ('NoisyLinear', 5)
+    """
+
+    cls_to_become = NoisyLinear
+
+    def __init__(
+        self,
+        out_features: int,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        std_init: float = 0.1,
+    ) -> None:
+        super().__init__(0, 0, False, device=device, dtype=dtype, std_init=std_init)
+        kw = {"device": device, "dtype": dtype}
+        self.out_features = out_features
+        self.weight_mu = UninitializedParameter(**kw)
+        self.weight_sigma = UninitializedParameter(**kw)
+        self.weight_epsilon = UninitializedBuffer(**kw)
+        if bias:
+            del self.bias_mu, self.bias_sigma, self.bias_epsilon  # plain None attributes
+            self.bias_mu = UninitializedParameter(**kw)
+            self.bias_sigma = UninitializedParameter(**kw)
+            self.bias_epsilon = UninitializedBuffer(**kw)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_noise(generator)
+
+    def initialize_parameters(self, input: torch.Tensor) -> None:
+        if not self.has_uninitialized_params():
+            return
+        with torch.no_grad():
+            self.in_features = input.shape[-1]
+            shape = (self.out_features, self.in_features)
+            self.weight_mu.materialize(shape)
+            self.weight_sigma.materialize(shape)
+            self.weight_epsilon.materialize(shape)
+            if self.bias_mu is not None:
+                self.bias_mu.materialize((self.out_features,))
+                self.bias_sigma.materialize((self.out_features,))
+                self.bias_epsilon.materialize((self.out_features,))
+            self.reset_parameters()
+            self.reset_noise()
+
+
+NoisyLinear.lazy_version = NoisyLazyLinear
