@@ -1,0 +1,160 @@
+"""Torch recurrences of one LSTM / GRU layer with resets, forward and hand-written backward.
+
+Time-major layout throughout: ``xi [T, B, G*H]`` is the input projection
+``x @ W_ih^T + b_ih (+ b_hh for the LSTM)`` computed for all steps in one
+matmul before the loop, ``reset [T, B]`` (bool) says where the state before
+step ``t`` is replaced by the reset state ``hr`` / ``cr``. The loops below do
+only what is sequential: one ``[B, H] x [H, G*H]`` matmul and the gate
+arithmetic per step; everything that does not depend on the recurrence is
+done once on ``[T, B, H]`` tensors outside the loop.
+"""
+
+from __future__ import annotations
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def _reset_steps(reset: Tensor) -> list[bool]:
+    return reset.any(1).tolist()  # one host sync for the whole sequence
+
+
+def lstm_forward(
+    xi: Tensor, reset: Tensor, h0: Tensor, c0: Tensor, hr: Tensor, cr: Tensor, w_hh: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Returns ``(y, c, gates, h_prev, c_prev)``, each ``[T, B, *]``; gates are activated (i, f, g, o)."""
+    t_len, _, g4 = xi.shape
+    hid = g4 // 4
+    gates = torch.empty_like(xi)
+    y = xi.new_empty(t_len, *h0.shape)
+    cs = torch.empty_like(y)
+    h_prev = torch.empty_like(y)
+    c_prev = torch.empty_like(y)
+    w_t = w_hh.t()
+    m = reset.unsqueeze(-1)
+    resets = _reset_steps(reset)
+    h, c = h0, c0
+    for t in range(t_len):
+        if resets[t]:
+            h = torch.where(m[t], hr, h)
+            c = torch.where(m[t], cr, c)
+        h_prev[t] = h
+        c_prev[t] = c
+        g = torch.addmm(xi[t], h, w_t, out=gates[t])
+        g[:, : 2 * hid].sigmoid_()
+        g[:, 2 * hid : 3 * hid].tanh_()
+        g[:, 3 * hid :].sigmoid_()
+        i, f, gg, o = g.split(hid, 1)
+        c = torch.addcmul(i * gg, f, c, out=cs[t])
+        h = torch.mul(o, c.tanh(), out=y[t])
+    return y, cs, gates, h_prev, c_prev
+
+
+def lstm_backward(
+    dy: Tensor,
+    dcs: Tensor | None,
+    gates: Tensor,
+    cs: Tensor,
+    c_prev: Tensor,
+    reset: Tensor,
+    w_hh: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Returns ``(d_gates [T, B, 4H] (pre-activation), dh0, dc0, dhr, dcr)``."""
+    t_len, b, g4 = gates.shape
+    hid = g4 // 4
+    i, f, gg, o = gates.split(hid, -1)
+    tc = cs.tanh()
+    # Factors that do not depend on the incoming gradient, for all steps at once.
+    k_c = o * (1 - tc * tc)  # dc += dh * k_c
+    k_o = tc * o * (1 - o)  # d(o pre-act) = dh * k_o
+    k_ifg = torch.stack([gg * i * (1 - i), c_prev * f * (1 - f), i * (1 - gg * gg)], 2)
+    dgates = torch.empty_like(gates)
+    dg4 = dgates.view(t_len, b, 4, hid)
+    m = reset.unsqueeze(-1)
+    resets = _reset_steps(reset)
+    zeros = dy.new_zeros(b, hid)
+    dhr, dcr = zeros, zeros
+    dh = dy[t_len - 1]
+    dc = zeros if dcs is None else dcs[t_len - 1]
+    for t in range(t_len - 1, -1, -1):
+        dc = torch.addcmul(dc, dh, k_c[t])
+        torch.mul(dc.unsqueeze(1), k_ifg[t], out=dg4[t, :, :3])
+        torch.mul(dh, k_o[t], out=dg4[t, :, 3])
+        nxt_dy = dy[t - 1] if t > 0 else zeros
+        nxt_dc = dcs[t - 1] if dcs is not None and t > 0 else None
+        if resets[t]:
+            # The reset state, not the previous step, fed this step: route the carry there.
+            carry_h = dgates[t] @ w_hh
+            carry_c = dc * f[t]
+            dhr = dhr + torch.where(m[t], carry_h, 0)
+            dcr = dcr + torch.where(m[t], carry_c, 0)
+            dh = nxt_dy + torch.where(m[t], 0, carry_h)
+            dc = torch.where(m[t], 0, carry_c)
+        else:
+            dh = torch.addmm(nxt_dy, dgates[t], w_hh)
+            dc = dc * f[t]
+        if nxt_dc is not None:
+            dc = dc + nxt_dc
+    return dgates, dh, dc, dhr, dcr
+
+
+def gru_forward(
+    xi: Tensor, reset: Tensor, h0: Tensor, hr: Tensor, w_hh: Tensor, b_hh: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Returns ``(y, gates (r, z, n activated), hh_n (W_hn h + b_hn), h_prev)``, each ``[T, B, *]``."""
+    t_len, _, g3 = xi.shape
+    hid = g3 // 3
+    y = xi.new_empty(t_len, *h0.shape)
+    gates = torch.empty_like(xi)
+    hh_n = torch.empty_like(y)
+    h_prev = torch.empty_like(y)
+    w_t = w_hh.t()
+    m = reset.unsqueeze(-1)
+    resets = _reset_steps(reset)
+    h = h0
+    for t in range(t_len):
+        if resets[t]:
+            h = torch.where(m[t], hr, h)
+        h_prev[t] = h
+        hh = torch.addmm(b_hh, h, w_t)
+        g = gates[t]
+        rz = torch.add(xi[t, :, : 2 * hid], hh[:, : 2 * hid], out=g[:, : 2 * hid]).sigmoid_()
+        hh_n[t] = hh[:, 2 * hid :]
+        n = torch.addcmul(xi[t, :, 2 * hid :], rz[:, :hid], hh[:, 2 * hid :], out=g[:, 2 * hid :])
+        n.tanh_()
+        h = torch.addcmul(n, rz[:, hid:], h - n, out=y[t])
+    return y, gates, hh_n, h_prev
+
+
+def gru_backward(
+    dy: Tensor, gates: Tensor, hh_n: Tensor, h_prev: Tensor, reset: Tensor, w_hh: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Returns ``(d_xi [T, B, 3H], d_hh [T, B, 3H] (pre-bias hidden projection), dh0, dhr)``."""
+    t_len, b, g3 = gates.shape
+    hid = g3 // 3
+    r, z, n = gates.split(hid, -1)
+    k_n = (1 - z) * (1 - n * n)  # d(n pre-act) = dh * k_n
+    k_z = (h_prev - n) * z * (1 - z)  # d(z pre-act) = dh * k_z
+    k_r = hh_n * r * (1 - r)  # d(r pre-act) = dn * k_r
+    dxi = torch.empty_like(gates)
+    dhh = torch.empty_like(gates)
+    m = reset.unsqueeze(-1)
+    resets = _reset_steps(reset)
+    zeros = dy.new_zeros(b, hid)
+    dhr = zeros
+    dh = dy[t_len - 1]
+    for t in range(t_len - 1, -1, -1):
+        dn = torch.mul(dh, k_n[t], out=dxi[t, :, 2 * hid :])
+        torch.mul(dh, k_z[t], out=dxi[t, :, hid : 2 * hid])
+        torch.mul(dn, k_r[t], out=dxi[t, :, :hid])
+        dhh[t, :, : 2 * hid] = dxi[t, :, : 2 * hid]
+        torch.mul(dn, r[t], out=dhh[t, :, 2 * hid :])
+        nxt_dy = dy[t - 1] if t > 0 else zeros
+        if resets[t]:
+            carry = torch.addmm(dh * z[t], dhh[t], w_hh)
+            dhr = dhr + torch.where(m[t], carry, 0)
+            dh = nxt_dy + torch.where(m[t], 0, carry)
+        else:
+            dh = torch.addmm(torch.addcmul(nxt_dy, dh, z[t]), dhh[t], w_hh)
+    return dxi, dhh, dh, dhr
