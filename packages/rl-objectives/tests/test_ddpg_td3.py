@@ -36,6 +36,11 @@ def test_ddpg_matches_plain_torch_and_isolates_gradients():
     pred = critic.module(obs, td["action"]).squeeze(-1)
     torch.testing.assert_close(out["loss_value"], ((pred - y) ** 2).mean())
     torch.testing.assert_close(out["loss_actor"], -critic.module(obs, actor.module(obs)).mean())
+    # per-sample diagnostics, as TorchRL's DDPGLoss returns them
+    torch.testing.assert_close(out["pred_value"], pred.detach())
+    torch.testing.assert_close(out["target_value"], y)
+    torch.testing.assert_close(out["td_error"], (pred.detach() - y) ** 2)
+    torch.testing.assert_close(out["pred_value_max"], pred.detach().max())
     out["loss_actor"].backward()
     assert all(p.grad is None for p in critic.parameters())
     assert all(p.grad is not None for p in actor.parameters())

@@ -62,19 +62,39 @@ def test_targets_are_buffers_and_updaters_work():
     with torch.no_grad():
         for p in net.parameters():
             p.add_(1.0)
+    soft = SoftUpdate(loss, tau=0.25)  # TorchRL: building the updater syncs the targets
+    for k in target.keys():  # noqa: SIM118 (a TensorDict iterates over its batch)
+        torch.testing.assert_close(target[k], online[k].data)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(1.0)
     before = target.clone()
-    SoftUpdate(loss, tau=0.25).step()
-    for k in before.keys():  # noqa: SIM118 (a TensorDict iterates over its batch)
+    soft.step()
+    for k in before.keys():  # noqa: SIM118
         torch.testing.assert_close(target[k], 0.75 * before[k] + 0.25 * online[k].data)
     hard = HardUpdate(loss, value_network_update_interval=2)
-    hard.step()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(1.0)
     first = next(iter(target.keys()))
-    assert not torch.equal(target[first], online[first].data)
+    for expected_counter in (1, 2):  # no copy until the counter has reached the interval
+        hard.step()
+        assert hard.counter == expected_counter
+        assert not torch.equal(target[first], online[first].data)
     hard.step()
+    assert hard.counter == 0
     for k in target.keys():  # noqa: SIM118
         torch.testing.assert_close(target[k], online[k].data)
-    with pytest.raises(ValueError, match="no target parameters"):
-        SoftUpdate(DQNLoss(make_action_value(), action_space="categorical", delay_value=False))
+    with pytest.raises(RuntimeError, match="Did not find any target parameters"):
+        SoftUpdate(
+            DQNLoss(make_action_value(), action_space="categorical", delay_value=False), eps=0.9
+        )
+    with pytest.raises(ValueError, match="One and only one"):
+        SoftUpdate(loss, eps=0.9, tau=0.1)
+    with pytest.raises(RuntimeError, match="give eps"):
+        SoftUpdate(loss)
+    with pytest.raises(ValueError, match="must be a LossModule"):
+        SoftUpdate(net, eps=0.9)
 
 
 def test_reduction_and_priority_weights():

@@ -116,7 +116,8 @@ class DDPGLoss(LossModule):
         """Compute both losses; writes ``td_error`` into ``tensordict``.
 
         Returns:
-            ``loss_actor``, ``loss_value`` and detached ``pred_value``, ``target_value``,
+            ``loss_actor``, ``loss_value``, the detached per-sample ``pred_value``,
+            ``target_value`` and ``td_error`` (``[*batch]``, as TorchRL), and the scalars
             ``pred_value_max``, ``target_value_max``.
         """
         keys = self.tensor_keys
@@ -143,9 +144,10 @@ class DDPGLoss(LossModule):
             {
                 "loss_actor": loss_actor,
                 "loss_value": loss_value,
-                "pred_value": pred_d.mean(),
-                "target_value": target.mean(),
+                "pred_value": pred_d,
+                "target_value": target,
                 "pred_value_max": pred_d.max(),
                 "target_value_max": target.max(),
+                "td_error": td_error,
             }
         )

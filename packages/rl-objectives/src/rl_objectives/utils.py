@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -42,41 +45,77 @@ def distance_loss(
 
 
 class TargetNetUpdater:
-    """Base of the updaters: collects the ``(online, target)`` pairs of a loss once.
+    """Base of the updaters: finds the ``(online, target)`` pairs of a loss and syncs them.
+
+    As in TorchRL, building an updater copies the online parameters (and buffers) into
+    the targets once (:meth:`init_`); afterwards :meth:`step` moves only the entries
+    whose online tensor requires gradients (parameters, not buffers such as running
+    statistics).
 
     Args:
         loss_module: a :class:`~rl_objectives.LossModule` with target parameters.
+
+    Raises:
+        ValueError: if ``loss_module`` is not a ``LossModule``.
+        RuntimeError: if it holds no target parameters.
     """
 
     def __init__(self, loss_module: LossModule) -> None:
-        pairs = loss_module.target_pairs()
-        if not pairs:
+        if not isinstance(loss_module, LossModule):
             raise ValueError(
-                f"{type(loss_module).__name__} holds no target parameters; build it with "
-                "delay_value=True / delay_actor=True / delay_qvalue=True to use an updater."
+                f"The loss_module must be a LossModule instance, got {type(loss_module).__name__}."
+            )
+        if not loss_module.target_pairs():
+            raise RuntimeError(
+                f"Did not find any target parameters or buffers in the loss module "
+                f"{type(loss_module).__name__}; build it with delay_value=True / "
+                "delay_actor=True / delay_qvalue=True to use an updater."
             )
         self.loss_module = loss_module
+        self.initialized = False
+        self.init_()
 
-    def _lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def _lists(self, *, trainable_only: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         # read the pairs on each call: .to(device) replaces the tensors
         online, target = [], []
         for src, dst in self.loss_module.target_pairs():
             src_flat = src.flatten_keys()
             dst_flat = dst.flatten_keys()
             for key, value in dst_flat.items():
-                online.append(src_flat.get(key).data)
+                source = src_flat.get(key)
+                if trainable_only and not source.requires_grad:
+                    continue
+                online.append(source.data)
                 target.append(value.data)
         return online, target
 
     @torch.no_grad()
     def init_(self) -> None:
-        """Copy the online parameters into the targets."""
-        online, target = self._lists()
+        """Copy the online parameters and buffers into the targets."""
+        if self.initialized:
+            warnings.warn(
+                f"{type(self).__name__}: the updater was already initialized.", stacklevel=2
+            )
+        online, target = self._lists(trainable_only=False)
         torch._foreach_copy_(target, online)
+        self.initialized = True
 
     def step(self) -> None:
         """Update the targets (called after each optimizer step)."""
         raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """The updater's progress (the targets themselves live in the loss's state_dict)."""
+        state: dict[str, Any] = {"initialized": self.initialized}
+        if hasattr(self, "counter"):
+            state["counter"] = self.counter
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.initialized = state_dict.get("initialized", self.initialized)
+        if "counter" in state_dict and hasattr(self, "counter"):
+            self.counter = state_dict["counter"]
 
 
 class SoftUpdate(TargetNetUpdater):
@@ -84,8 +123,12 @@ class SoftUpdate(TargetNetUpdater):
 
     Args:
         loss_module: the loss.
-        eps: weight of the old target, in ``[0, 1]``; give ``eps`` or ``tau``.
+        eps: weight of the old target, in ``[0, 1]``; give exactly one of ``eps`` and ``tau``.
         tau: ``1 - eps``.
+
+    Raises:
+        RuntimeError: if neither ``eps`` nor ``tau`` is given.
+        ValueError: if both are given, or ``eps`` is outside ``[0, 1]``.
 
     Examples:
         >>> import torch
@@ -100,36 +143,40 @@ class SoftUpdate(TargetNetUpdater):
     def __init__(
         self, loss_module: LossModule, *, eps: float | None = None, tau: float | None = None
     ) -> None:
-        super().__init__(loss_module)
-        if (eps is None) == (tau is None):
-            if eps is None:
-                eps = 0.999
-            else:
-                raise ValueError("give either eps or tau to SoftUpdate, not both.")
+        if eps is None and tau is None:
+            raise RuntimeError("SoftUpdate: give eps (weight of the old target) or tau = 1 - eps.")
+        if eps is not None and tau is not None:
+            raise ValueError("SoftUpdate: One and only one argument (tau or eps) can be specified.")
         if eps is None:
             eps = 1.0 - tau
         if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"eps must be in [0, 1], got {eps}.")
+            raise ValueError(f"SoftUpdate: eps must be in [0, 1], got {eps}.")
+        if eps < 0.5:
+            warnings.warn(
+                f"SoftUpdate: eps={eps} < 0.5 keeps less than half of the old target at each "
+                "step; did you mean tau=?",
+                stacklevel=2,
+            )
+        super().__init__(loss_module)
         self.eps = eps
 
     @torch.no_grad()
     def step(self) -> None:
-        """Move each target towards its online parameters by ``1 - eps``."""
-        online, target = self._lists()
-        floats = [(o, t) for o, t in zip(online, target, strict=True) if t.is_floating_point()]
-        if floats:
-            torch._foreach_lerp_([t for _, t in floats], [o for o, _ in floats], 1.0 - self.eps)
-        for o, t in zip(online, target, strict=True):
-            if not t.is_floating_point():
-                t.copy_(o)
+        """Move each trainable target towards its online parameter by ``1 - eps``."""
+        online, target = self._lists(trainable_only=True)
+        if target:
+            torch._foreach_lerp_(target, online, 1.0 - self.eps)
 
 
 class HardUpdate(TargetNetUpdater):
-    """Copy the online parameters into the targets every ``value_network_update_interval`` steps.
+    """Copy the online parameters into the targets once every ``value_network_update_interval + 1`` steps.
+
+    As in TorchRL: :meth:`step` copies when the counter has reached
+    ``value_network_update_interval`` (then resets it to 0), else increments it.
 
     Args:
         loss_module: the loss.
-        value_network_update_interval: number of :meth:`step` calls between copies.
+        value_network_update_interval: the counter value at which a step copies.
 
     Examples:
         >>> import torch
@@ -138,22 +185,28 @@ class HardUpdate(TargetNetUpdater):
         >>> net = TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["action_value"])
         >>> updater = HardUpdate(DQNLoss(net, action_space="categorical"),
         ...                      value_network_update_interval=2)
-        >>> updater.step(); updater.step()
+        >>> updater.step(); updater.step(); updater.step()  # the third step copies
+        >>> updater.counter
+        0
     """
 
     def __init__(
-        self, loss_module: LossModule, *, value_network_update_interval: int = 1000
+        self, loss_module: LossModule, *, value_network_update_interval: float = 1000
     ) -> None:
-        super().__init__(loss_module)
-        if value_network_update_interval < 1:
+        if value_network_update_interval < 0:
             raise ValueError(
-                f"value_network_update_interval must be >= 1, got {value_network_update_interval}."
+                f"value_network_update_interval must be >= 0, got {value_network_update_interval}."
             )
+        super().__init__(loss_module)
         self.value_network_update_interval = value_network_update_interval
         self.counter = 0
 
+    @torch.no_grad()
     def step(self) -> None:
-        """Count one step; copy when the interval is reached."""
-        self.counter += 1
-        if self.counter % self.value_network_update_interval == 0:
-            self.init_()
+        """Copy if the counter reached the interval (and reset it), else count one step."""
+        if self.counter == self.value_network_update_interval:
+            online, target = self._lists(trainable_only=True)
+            torch._foreach_copy_(target, online)
+            self.counter = 0
+        else:
+            self.counter += 1
