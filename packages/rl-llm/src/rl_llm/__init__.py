@@ -2,8 +2,20 @@
 
 from importlib.metadata import version as _version
 
-from rl_llm.data import CHATML_TEMPLATE, History, add_chat_template
+from rl_llm.data import CHATML_TEMPLATE, History, add_chat_template, make_arithmetic_problems
+from rl_llm.modules import ChatHistory, LogProbs, Masks, Text, Tokens
 
 __version__ = _version("rl-llm")
 
-__all__ = ["CHATML_TEMPLATE", "History", "__version__", "add_chat_template"]
+__all__ = [
+    "CHATML_TEMPLATE",
+    "ChatHistory",
+    "History",
+    "LogProbs",
+    "Masks",
+    "Text",
+    "Tokens",
+    "__version__",
+    "add_chat_template",
+    "make_arithmetic_problems",
+]

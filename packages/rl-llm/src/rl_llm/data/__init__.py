@@ -1,5 +1,6 @@
 """Chat data: ``History`` and chat templates with their inverse parsers."""
 
+from rl_llm.data.arithmetic import make_arithmetic_problems
 from rl_llm.data.chat_templates import (
     CHATML_TEMPLATE,
     add_chat_template,
@@ -8,4 +9,11 @@ from rl_llm.data.chat_templates import (
 )
 from rl_llm.data.history import History
 
-__all__ = ["CHATML_TEMPLATE", "History", "add_chat_template", "check_round_trip", "parse_chatml"]
+__all__ = [
+    "CHATML_TEMPLATE",
+    "History",
+    "add_chat_template",
+    "check_round_trip",
+    "make_arithmetic_problems",
+    "parse_chatml",
+]
