@@ -128,7 +128,9 @@ def test_squeeze_unsqueeze_index_unbind(name):
         assert s.is_in(s.rand())
 
 
-@pytest.mark.parametrize("name", [n for n in IDS if SPECS[n][1]])
+# Binary's entries are independent, so TorchRL lets its shape ops reach the last dim
+# (``Binary(4).unsqueeze(-1)`` has shape (4, 1)): see test_specs_binary.py.
+@pytest.mark.parametrize("name", [n for n in IDS if SPECS[n][1] and n != "binary"])
 def test_domain_dim_is_protected(name):
     spec = make(name, (2,))
     with pytest.raises(ValueError, match="domain"):

@@ -230,7 +230,7 @@ def test_non_tensor_leaf():
 
 def test_repr_is_nested_and_readable():
     text = repr(make())
-    assert text.startswith("Composite(\n    observation: Bounded(")
-    assert "    next: Composite(\n        reward: Unbounded(" in text
+    assert text.startswith("Composite(\n    observation: BoundedContinuous(")
+    assert "    next: Composite(\n        reward: UnboundedContinuous(" in text
     assert text.endswith("device=None,\n    shape=torch.Size([3]))")
     assert "locked=True" in repr(make().lock_())

@@ -83,6 +83,6 @@ def test_to_numpy():
 
 def test_repr():
     assert repr(Unbounded(shape=(2,))) == (
-        "Unbounded(\n    shape=torch.Size([2]),\n    device=cpu,\n    dtype=torch.float32,\n"
+        "UnboundedContinuous(\n    shape=torch.Size([2]),\n    device=cpu,\n    dtype=torch.float32,\n"
         "    domain=continuous)"
     )

@@ -10,16 +10,25 @@ from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,
     Bounded,
+    BoundedContinuous,
+    BoundedDiscrete,
     Categorical,
+    Choice,
     Composite,
     MultiCategorical,
     MultiOneHot,
     NonTensor,
     OneHot,
+    Stacked,
+    StackedComposite,
     TensorSpec,
     Unbounded,
+    UnboundedContinuous,
+    UnboundedDiscrete,
     make_composite_from_td,
 )
+from rl_envs.specs.legacy import *  # noqa: F403  (deprecated TorchRL spec names)
+from rl_envs.specs.legacy import __all__ as _legacy_all
 from rl_envs.transformed_env import TransformedEnv
 from rl_envs.transforms import *  # noqa: F403  (the catalogue: see rl_envs.transforms.__all__)
 from rl_envs.transforms import __all__ as _transforms_all
@@ -54,3 +63,13 @@ __all__ = [
 
 # Transforms and batched envs.
 __all__ += ["ParallelEnv", "SerialEnv", "TransformedEnv", "WorkerError", *_transforms_all]
+__all__ += [
+    "BoundedContinuous",
+    "BoundedDiscrete",
+    "Choice",
+    "Stacked",
+    "StackedComposite",
+    "UnboundedContinuous",
+    "UnboundedDiscrete",
+    *_legacy_all,
+]

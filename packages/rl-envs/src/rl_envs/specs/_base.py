@@ -225,8 +225,44 @@ class TensorSpec:
             out = out.to(self.device)
         return out
 
+    # ------------------------------------------------------------- memoized encode
+    _encode_memo: dict[tuple[Any, ...], torch.Size] | None = None
+
+    def memoize_encode(self, mode: bool = True) -> None:
+        """Caches, per input kind, the shape fix-up that :meth:`encode` applies (TorchRL's name).
+
+        With ``mode=True``, the first ``encode`` of a numpy array, tensor or number
+        of a given type, dtype and shape records the output shape; later calls
+        with the same kind of input skip the shape checks. Values are never cached.
+        ``mode=False`` turns it off; :meth:`erase_memoize_cache` clears the records.
+
+        Example:
+            >>> import numpy as np
+            >>> from rl_envs.specs import Unbounded
+            >>> spec = Unbounded(shape=(1,))
+            >>> spec.memoize_encode()
+            >>> spec.encode(np.float64(0.5)), spec.encode(np.float64(1.5))
+            (tensor([0.5000]), tensor([1.5000]))
+        """
+        self._encode_memo = {} if mode else None
+
+    def erase_memoize_cache(self) -> None:
+        """Forgets what :meth:`memoize_encode` recorded (it stays on)."""
+        if self._encode_memo is not None:
+            self._encode_memo.clear()
+
+    def _memo_key(self, val: Any) -> tuple[Any, ...] | None:
+        if isinstance(val, (torch.Tensor, np.ndarray, np.generic)):
+            return (type(val), val.dtype, tuple(val.shape))
+        if isinstance(val, (bool, int, float)):
+            return (type(val),)
+        return None  # lists and other containers: their length is not in the key
+
     def encode(self, val: Any) -> torch.Tensor:
         """Converts a numpy array, python number, list or tensor into a value of this spec.
+
+        With :meth:`memoize_encode` on, the shape fix-up is looked up instead of
+        recomputed for inputs of a kind seen before.
 
         The result has the spec's dtype and device. A value with the spec's number
         of elements but another shape (e.g. ``()`` for a ``(1,)`` spec) is reshaped.
@@ -238,8 +274,18 @@ class TensorSpec:
             >>> Unbounded(shape=(1,)).encode(np.float64(0.5))
             tensor([0.5000])
         """
+        memo = self._encode_memo
+        if memo is None:
+            return self._fit_shape(self._as_tensor(val), self.shape, val)
+        key = self._memo_key(val)
+        shape = memo.get(key) if key is not None else None
         out = self._as_tensor(val)
-        return self._fit_shape(out, self.shape, val)
+        if shape is not None:
+            return out if out.shape == shape else out.reshape(shape)
+        out = self._fit_shape(out, self.shape, val)
+        if key is not None:
+            memo[key] = out.shape
+        return out
 
     def _fit_shape(self, out: torch.Tensor, shape: torch.Size, val: Any) -> torch.Tensor:
         n = len(shape)
@@ -386,6 +432,14 @@ class TensorSpec:
             raise ValueError(f"{type(self).__name__}.unbind({dim}): dim out of range.")
         return tuple(self[(slice(None),) * d + (i,)] for i in range(self.shape[d]))
 
+    # ------------------------------------------------------------- torch functions
+    @classmethod
+    def __torch_function__(
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        """``torch.stack`` / ``torch.squeeze`` / ``torch.unsqueeze`` of specs (TorchRL's protocol)."""
+        return spec_torch_function(func, args, kwargs or {})
+
     # ------------------------------------------------------------- copies
     def to(self, dest: Any) -> TensorSpec:
         """The spec on another device, or with another dtype (``spec.to(torch.float64)``)."""
@@ -453,3 +507,20 @@ class TensorSpec:
 
 def _dtype_arg(dtype: Any, default: torch.dtype | None = None) -> torch.dtype:
     return to_torch_dtype(dtype, default)
+
+
+def spec_torch_function(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The torch functions that apply to specs; anything else is refused."""
+    if func is torch.stack:
+        from rl_envs.specs.stacked import stack_specs  # stacked.py imports this module
+
+        return stack_specs(*args, **kwargs)
+    if func is torch.squeeze:
+        return args[0].squeeze(*args[1:], **kwargs)
+    if func is torch.unsqueeze:
+        return args[0].unsqueeze(*args[1:], **kwargs)
+    name = getattr(func, "__name__", func)
+    raise TypeError(
+        f"torch.{name} does not apply to specs; only torch.stack, torch.squeeze and "
+        "torch.unsqueeze do. Call it on a value instead (spec.rand() / spec.zero())."
+    )

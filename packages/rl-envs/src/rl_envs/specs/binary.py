@@ -77,6 +77,25 @@ class Binary(Categorical):
             return val.to(self.dtype)
         return (val > 0.5).to(self.dtype)
 
+    def squeeze(self, dim: int | None = None) -> Binary:
+        """The spec without size-1 dims; the last dim may go too (entries are independent)."""
+        shape = torch.empty(self.shape, device="meta")
+        shape = (shape.squeeze() if dim is None else shape.squeeze(dim)).shape
+        if len(shape) == 0:
+            raise ValueError(f"Binary.squeeze({dim}): a Binary spec keeps at least one dim.")
+        return Binary(shape=shape, device=self.device, dtype=self.dtype)
+
+    def unsqueeze(self, dim: int) -> Binary:
+        """The spec with a size-1 dim at ``dim``, the last position included (TorchRL's rule:
+        ``Binary(4).unsqueeze(-1)`` has shape ``(4, 1)``).
+
+        Example:
+            >>> Binary(4).unsqueeze(-1).shape
+            torch.Size([4, 1])
+        """
+        shape = torch.empty(self.shape, device="meta").unsqueeze(dim).shape
+        return Binary(shape=shape, device=self.device, dtype=self.dtype)
+
     def _remap(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Binary:
         return Binary(shape=fn(self._meta()).shape, device=self.device, dtype=self.dtype)
 

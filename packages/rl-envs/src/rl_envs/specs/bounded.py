@@ -10,7 +10,7 @@ import torch
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, _tensor_repr, as_size
 from rl_envs.specs._spaces import ContinuousBox
 
-__all__ = ["Bounded"]
+__all__ = ["Bounded", "BoundedContinuous", "BoundedDiscrete"]
 
 
 def _scalar_of(t: torch.Tensor) -> float | int | None:
@@ -58,6 +58,20 @@ class Bounded(TensorSpec):
         >>> Bounded(0, 4, shape=(2,), dtype=torch.int64).rand().dtype
         torch.int64
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Bounded:
+        # the dtype picks the subclass (TorchRL's behaviour): low, high, shape, device, dtype, domain
+        domain = args[5] if len(args) > 5 else kwargs.get("domain")
+        if domain is None and cls is BoundedDiscrete:
+            domain = "discrete"
+        default = torch.int64 if domain == "discrete" else None
+        dtype = _dtype_arg(args[4] if len(args) > 4 else kwargs.get("dtype"), default)
+        continuous = dtype.is_floating_point or dtype.is_complex
+        target = BoundedContinuous if continuous else BoundedDiscrete
+        obj = super().__new__(target)
+        if not issubclass(target, cls):  # Python skips __init__ then: run it here
+            obj.__init__(*args, **kwargs)
+        return obj
 
     def __init__(
         self,
@@ -232,3 +246,32 @@ class Bounded(TensorSpec):
     def _repr_fields(self) -> list[str]:
         low, high = _tensor_repr(self._space.low), _tensor_repr(self._space.high)
         return [f"space=ContinuousBox(low={low}, high={high})"]
+
+
+class BoundedContinuous(Bounded):
+    """:class:`Bounded` with a floating dtype (what ``Bounded(...)`` builds for one).
+
+    Example:
+        >>> isinstance(Bounded(-1.0, 1.0, shape=(2,)), BoundedContinuous)
+        True
+    """
+
+
+class BoundedDiscrete(Bounded):
+    """:class:`Bounded` with an integer dtype; ``domain`` defaults to ``"discrete"`` (``torch.int64``).
+
+    Example:
+        >>> BoundedDiscrete(0, 4, shape=(2,)).dtype
+        torch.int64
+    """
+
+    def __init__(
+        self,
+        low: Any,
+        high: Any,
+        shape: ShapeLike | None = None,
+        device: Any = None,
+        dtype: Any = None,
+        domain: str | None = "discrete",
+    ) -> None:
+        super().__init__(low, high, shape, device, dtype, domain)

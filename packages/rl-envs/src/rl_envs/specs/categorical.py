@@ -146,6 +146,26 @@ class Categorical(TensorSpec):
         cats = torch.arange(n, device=self.device).to(self.dtype)
         return cats.view(n, *([1] * self.ndim)).expand(n, *self.shape).clone()
 
+    def to_one_hot_spec(self) -> TensorSpec:
+        """The :class:`OneHot` spec of the same categories (mask kept), shape ``(*shape, n)``.
+
+        Example:
+            >>> Categorical(3, shape=(2,)).to_one_hot_spec().shape
+            torch.Size([2, 3])
+        """
+        from rl_envs.specs.one_hot import OneHot  # one_hot.py imports this module
+
+        n = self.space.n
+        return OneHot(n, shape=(*self.shape, n), device=self.device, mask=self.mask)
+
+    def to_one_hot(self, val: torch.Tensor) -> torch.Tensor:
+        """A value of this spec as one-hot vectors (bool, last dim ``n``)."""
+        return torch.nn.functional.one_hot(val.long(), self.space.n).bool()
+
+    def to_categorical_spec(self) -> Categorical:
+        """The spec itself (it is already categorical)."""
+        return self
+
     def _remap(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Categorical:
         mask = fn(self.mask) if self.mask is not None else None
         shape = fn(self._meta()).shape

@@ -8,7 +8,13 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from rl_envs.specs._base import ShapeLike, TensorSpec, _shape_args, as_size
+from rl_envs.specs._base import (
+    ShapeLike,
+    TensorSpec,
+    _shape_args,
+    as_size,
+    spec_torch_function,
+)
 from rl_envs.specs._dtypes import to_device
 
 __all__ = ["Composite"]
@@ -97,6 +103,25 @@ class Composite:
         entries.update(kwargs)
         for key, value in entries.items():
             self[key] = value
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        """``torch.stack`` / ``torch.squeeze`` / ``torch.unsqueeze`` of Composites."""
+        return spec_torch_function(func, args, kwargs or {})
+
+    def memoize_encode(self, mode: bool = True) -> None:
+        """Turns :meth:`TensorSpec.memoize_encode` on (or off) for every leaf."""
+        for value in self._specs.values():
+            if value is not None:
+                value.memoize_encode(mode)
+
+    def erase_memoize_cache(self) -> None:
+        """Clears the memoized encodings of every leaf."""
+        for value in self._specs.values():
+            if value is not None:
+                value.erase_memoize_cache()
 
     # ------------------------------------------------------------- basics
     @property
@@ -210,7 +235,11 @@ class Composite:
         self[key] = spec
         return self
 
-    def _adopt(self, key: str, value: Any) -> TensorSpec | Composite:
+    def _adopt(self, key: str, value: Any) -> TensorSpec | Composite | None:
+        if (
+            value is None
+        ):  # a declared key without a spec (TorchRL allows it); skipped by rand/is_in
+            return None
         if isinstance(value, Mapping) and not isinstance(value, Composite):
             value = Composite(value, shape=self.shape, device=self._device)
         if not isinstance(value, (TensorSpec, Composite)):
@@ -340,7 +369,11 @@ class Composite:
     # ------------------------------------------------------------- values
     def _build(self, method: str, shape: ShapeLike | None) -> TensorDict:
         lead = as_size(shape)
-        source = {key: getattr(value, method)(lead) for key, value in self._specs.items()}
+        source = {
+            key: getattr(value, method)(lead)
+            for key, value in self._specs.items()
+            if value is not None
+        }
         return _make_td(source, lead + self.shape, self._device)
 
     def rand(self, shape: ShapeLike | None = None) -> TensorDict:
@@ -360,6 +393,8 @@ class Composite:
         if not isinstance(val, TensorDictBase):
             return f"expected a TensorDict, got {type(val).__name__}"
         for key, spec in self.items(include_nested=True, leaves_only=True):
+            if spec is None:
+                continue
             item = val.get(key, None)
             if item is None:
                 present = sorted(map(str, val.keys(True, True)))
@@ -374,6 +409,8 @@ class Composite:
         if not isinstance(val, TensorDictBase):
             return False
         for key, spec in self._specs.items():
+            if spec is None:
+                continue
             item = val.get(key, None)
             if item is None or not spec.is_in(item):
                 return False
@@ -391,7 +428,7 @@ class Composite:
         out = val.copy()
         for key, spec in self._specs.items():
             item = val.get(key, None)
-            if item is not None:
+            if item is not None and spec is not None:
                 out.set(key, spec.project(item))
         return out
 
@@ -406,13 +443,17 @@ class Composite:
 
     def to_numpy(self, val: TensorDictBase) -> dict[str, Any]:
         """A nested dict of numpy arrays (one-hot leaves become indices)."""
-        return {key: spec.to_numpy(val.get(key)) for key, spec in self._specs.items()}
+        return {
+            key: spec.to_numpy(val.get(key))
+            for key, spec in self._specs.items()
+            if spec is not None
+        }
 
     # ------------------------------------------------------------- shape ops
     def _map(self, fn_leaf: Any, shape: torch.Size, device: Any = _MISSING) -> Composite:
         out = Composite(shape=shape, device=self._device if device is _MISSING else device)
         for key, value in self._specs.items():
-            out._specs[key] = fn_leaf(value)
+            out._specs[key] = None if value is None else fn_leaf(value)
         out._locked = False
         return out
 
@@ -502,7 +543,10 @@ class Composite:
             and self.shape == other.shape
             and self._device == other._device
             and self._specs.keys() == other._specs.keys()
-            and all(v == other._specs[k] for k, v in self._specs.items())
+            and all(
+                (v is None and other._specs[k] is None) or (v is not None and v == other._specs[k])
+                for k, v in self._specs.items()
+            )
         )
 
     def __ne__(self, other: object) -> bool:

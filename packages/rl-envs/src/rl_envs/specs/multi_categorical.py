@@ -117,6 +117,32 @@ class MultiCategorical(Categorical):
         """Not supported (the product of the nvec may be huge)."""
         raise NotImplementedError("MultiCategorical.enumerate is not supported.")
 
+    def to_one_hot_spec(self) -> TensorSpec:
+        """The :class:`MultiOneHot` of the same groups, shape ``(*shape[:-1], nvec.sum())``.
+
+        Raises:
+            ValueError: when ``nvec`` differs between the leading entries (one
+                MultiOneHot has one list of group sizes).
+
+        Example:
+            >>> MultiCategorical([2, 3]).to_one_hot_spec().shape
+            torch.Size([5])
+        """
+        from rl_envs.specs.multi_one_hot import MultiOneHot
+
+        rows = self.nvec.reshape(-1, self.nvec.shape[-1])
+        if not bool((rows == rows[0]).all()):
+            raise ValueError(
+                "MultiCategorical.to_one_hot_spec: nvec differs between the leading entries; "
+                "a MultiOneHot has one list of group sizes."
+            )
+        nvec = rows[0].tolist()
+        return MultiOneHot(nvec, (*self.shape[:-1], sum(nvec)), self.device)
+
+    def to_one_hot(self, val: torch.Tensor) -> torch.Tensor:
+        """Concatenated one-hot vectors of a value of this spec."""
+        return self.to_one_hot_spec()._from_indices(val.long())  # type: ignore[attr-defined]
+
     def _remap(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> MultiCategorical:
         nvec = fn(self.nvec)
         return MultiCategorical(nvec, nvec.shape, self.device, self.dtype)

@@ -84,6 +84,26 @@ class MultiOneHot(OneHot):
         """Masks are not supported by MultiOneHot."""
         raise NotImplementedError("MultiOneHot does not support masks; use OneHot.")
 
+    def to_categorical_spec(self) -> TensorSpec:
+        """The :class:`MultiCategorical` of the same groups, shape ``(*shape[:-1], len(nvec))``.
+
+        Example:
+            >>> MultiOneHot([2, 3]).to_categorical_spec().shape
+            torch.Size([2])
+        """
+        from rl_envs.specs.multi_categorical import MultiCategorical  # it imports Categorical
+
+        shape = (*self.shape[:-1], len(self.nvec))
+        return MultiCategorical(self.nvec, shape, self.device)
+
+    def to_categorical(self, val: torch.Tensor) -> torch.Tensor:
+        """The index of the hot entry of each group, shape ``(*lead, len(nvec))``."""
+        return self._indices(val)
+
+    def to_one_hot_spec(self) -> MultiOneHot:
+        """The spec itself (it is already one-hot)."""
+        return self
+
     def _from_indices(self, idx: torch.Tensor) -> torch.Tensor:
         """Concatenated one-hots from per-group indices of shape ``(*lead, k)``."""
         lead = idx.shape[:-1]

@@ -10,7 +10,7 @@ import torch
 
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
 from rl_envs.specs._spaces import CategoricalBox
-from rl_envs.specs.categorical import _check_mask, _masked_sample
+from rl_envs.specs.categorical import Categorical, _check_mask, _masked_sample
 
 __all__ = ["OneHot"]
 
@@ -131,6 +131,23 @@ class OneHot(TensorSpec):
                 self._bad_index(idx.tolist())
             out = self._eye[idx.to(self.device)]
         return self._fit_shape(out, self.shape, val)
+
+    def to_categorical_spec(self) -> TensorSpec:
+        """The :class:`Categorical` spec of the same categories (mask kept), shape ``shape[:-1]``.
+
+        Example:
+            >>> OneHot(3, shape=(2, 3)).to_categorical_spec().shape
+            torch.Size([2])
+        """
+        return Categorical(self.space.n, self.shape[:-1], device=self.device, mask=self.mask)
+
+    def to_categorical(self, val: torch.Tensor) -> torch.Tensor:
+        """The category indices of one-hot values (argmax over the last dim)."""
+        return val.long().argmax(-1)
+
+    def to_one_hot_spec(self) -> OneHot:
+        """The spec itself (it is already one-hot)."""
+        return self
 
     def _bad_index(self, got: Any) -> None:
         raise ValueError(

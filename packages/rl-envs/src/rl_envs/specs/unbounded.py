@@ -1,4 +1,9 @@
-"""``Unbounded``: any value of a shape and dtype (continuous or discrete)."""
+"""``Unbounded``: any value of a shape and dtype (continuous or discrete).
+
+As in TorchRL, ``Unbounded(...)`` builds an :class:`UnboundedContinuous` for a
+floating (or complex) dtype and an :class:`UnboundedDiscrete` otherwise, so
+``isinstance(spec, UnboundedDiscrete)`` tells the two apart.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import torch
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg
 from rl_envs.specs._spaces import ContinuousBox
 
-__all__ = ["Unbounded"]
+__all__ = ["Unbounded", "UnboundedContinuous", "UnboundedDiscrete"]
 
 
 class Unbounded(TensorSpec):
@@ -32,6 +37,16 @@ class Unbounded(TensorSpec):
         >>> spec.is_in(torch.zeros(3)), spec.is_in(torch.zeros(3, dtype=torch.float64))
         (True, False)
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Unbounded:
+        # the dtype picks the subclass (TorchRL's behaviour); it is the third argument
+        default = torch.int64 if cls is UnboundedDiscrete else None
+        dtype = _dtype_arg(args[2] if len(args) > 2 else kwargs.get("dtype"), default)
+        target = UnboundedContinuous if _is_continuous(dtype) else UnboundedDiscrete
+        obj = super().__new__(target)
+        if not issubclass(target, cls):  # Python skips __init__ then: run it here
+            obj.__init__(*args, **kwargs)
+        return obj
 
     def __init__(
         self, shape: ShapeLike | None = (1,), device: Any = None, dtype: Any = None
@@ -85,3 +100,33 @@ class Unbounded(TensorSpec):
             device=changes.get("device", self.device),
             dtype=changes.get("dtype", self.dtype),
         )
+
+
+def _is_continuous(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+class UnboundedContinuous(Unbounded):
+    """:class:`Unbounded` with a floating dtype (what ``Unbounded(...)`` builds for one).
+
+    Example:
+        >>> import torch
+        >>> isinstance(Unbounded(shape=(2,)), UnboundedContinuous)
+        True
+        >>> type(UnboundedContinuous(shape=(2,), dtype=torch.int64)).__name__
+        'UnboundedDiscrete'
+    """
+
+
+class UnboundedDiscrete(Unbounded):
+    """:class:`Unbounded` with an integer (or bool) dtype; ``dtype`` defaults to ``torch.int64``.
+
+    Example:
+        >>> UnboundedDiscrete(shape=(2,)).dtype
+        torch.int64
+    """
+
+    def __init__(
+        self, shape: ShapeLike | None = (1,), device: Any = None, dtype: Any = torch.int64
+    ) -> None:
+        super().__init__(shape, device, _dtype_arg(dtype, torch.int64))
