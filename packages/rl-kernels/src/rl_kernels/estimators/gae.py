@@ -1,0 +1,98 @@
+"""The GAE module (Schulman et al. 2016, arXiv:1506.02438), a drop-in for ``rl_objectives.GAE``."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from rl_kernels.estimators.common import ValueEstimatorBase, standardize
+from rl_kernels.scans.functional import generalized_advantage_estimate
+
+__all__ = ["GAE"]
+
+
+class GAE(ValueEstimatorBase):
+    """Generalized advantage estimation over ``[*B, T]`` TensorDicts.
+
+    Reads and writes the keys of ``rl_objectives.value.GAE`` (and TorchRL's):
+    ``state_value``, ``("next", "reward" / "done" / "terminated")``; writes
+    ``advantage`` and ``value_target``. Change them with :meth:`set_keys`.
+
+    Args:
+        gamma: discount factor.
+        lmbda: GAE lambda.
+        value_network: critic writing ``state_value`` (``None``: values are read from the data).
+        average_gae: standardise the advantage (zero mean, unit std) after computing it.
+        differentiable: keep the graph through the critic.
+        shifted: one critic call on the observations plus the few next observations
+            that are not the following root observation (done and last steps).
+        time_dim: time dimension of the TensorDict (its last batch dim by default).
+        debug: raise on non-finite rewards or values.
+        backend: ``"auto"`` (Triton on CUDA when it imports), ``"triton"`` or ``"torch"``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> critic = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> td = TensorDict({
+        ...     "observation": torch.randn(2, 5, 3),
+        ...     ("next", "observation"): torch.randn(2, 5, 3),
+        ...     ("next", "reward"): torch.randn(2, 5, 1),
+        ...     ("next", "done"): torch.zeros(2, 5, 1, dtype=torch.bool),
+        ...     ("next", "terminated"): torch.zeros(2, 5, 1, dtype=torch.bool),
+        ... }, batch_size=[2, 5])
+        >>> GAE(gamma=0.99, lmbda=0.95, value_network=critic)(td)["advantage"].shape
+        torch.Size([2, 5, 1])
+    """
+
+    def __init__(
+        self,
+        *,
+        gamma: float | torch.Tensor,
+        lmbda: float | torch.Tensor,
+        value_network: nn.Module | None = None,
+        average_gae: bool = False,
+        differentiable: bool = False,
+        shifted: bool = False,
+        time_dim: int | None = None,
+        debug: bool = False,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__(
+            gamma=gamma,
+            value_network=value_network,
+            differentiable=differentiable,
+            shifted=shifted,
+            time_dim=time_dim,
+            debug=debug,
+            backend=backend,
+        )
+        self.lmbda = lmbda
+        self.average_gae = average_gae
+
+    def _estimate(
+        self,
+        td: TensorDictBase,
+        value: torch.Tensor,
+        next_value: torch.Tensor,
+        reward: torch.Tensor,
+        done: torch.Tensor,
+        terminated: torch.Tensor,
+        time_dim: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        advantage, target = generalized_advantage_estimate(
+            self.gamma,
+            self.lmbda,
+            value,
+            next_value,
+            reward,
+            done,
+            terminated,
+            time_dim=time_dim,
+            backend=self.backend,
+        )
+        if self.average_gae:
+            advantage = standardize(advantage, 1e-4)
+        return advantage, target
