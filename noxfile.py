@@ -6,6 +6,8 @@ tensordict 0.14, the cross-package integration tests, the recipe smoke runs,
 lint and the wheel build. ``uv run nox -t matrix`` runs the package tests on
 every installed Python (3.10-3.13) against tensordict 0.14 and the latest.
 ``uv run nox -s bench`` runs the benchmarks next to TorchRL 0.14.
+``uv run nox -s conformance`` runs TorchRL 0.14's own test files against the packages
+(not in the default set: it takes about an hour) and rewrites docs/conformance.md.
 
 Isolation: a ``tests-rl-X`` venv is synced with ``uv sync --package rl-X``,
 which is exact, so sibling packages are absent and importing one fails; the
@@ -195,6 +197,14 @@ def bench(session: nox.Session) -> None:
         session.log("no benchmarks yet under benchmarks/")
     for script in scripts:
         session.run("python", str(script))
+
+
+@nox.session(python=CURRENT_PYTHON, default=False)
+def conformance(session: nox.Session) -> None:
+    """TorchRL 0.14's own tests through an import shim; writes docs/conformance.md (slow)."""
+    _sync_all(session)
+    args = session.posargs or ["--save", "latest", "--report", "--compare", "before"]
+    session.run("python", "conformance/run.py", *args)
 
 
 @nox.session(python=False, default=False)

@@ -1,0 +1,357 @@
+"""Run TorchRL 0.14's test files against the rl_* packages and write docs/conformance.md.
+
+Quick look at one file (prints its table, writes nothing)::
+
+    uv run --no-sync python conformance/run.py conformance/torchrl_tests/test_specs.py
+
+The full run (what ``uv run nox -s conformance`` does)::
+
+    uv run --no-sync python conformance/run.py --save latest --report --compare before
+
+Each file runs in its own ``pytest`` process (``nice``, ``-p no:cacheprovider``, no ``-x``)
+with the import shim (``torchrl_shim.py``) and the result plugin (``conformance_plugin.py``);
+``--budget`` caps a file's wall time, ``--test-timeout`` each test phase. ``--save LABEL``
+merges the per-file summaries into ``conformance/results/LABEL.json``; ``--report`` writes
+``docs/conformance.md`` from the saved labels (``--compare`` adds earlier labels as columns).
+``--src DIR`` measures another checkout's packages (``DIR/packages/*/src`` first on the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TESTS = HERE / "torchrl_tests"
+RESULTS = HERE / "results"
+REPORT = ROOT / "docs" / "conformance.md"
+sys.path.insert(0, str(HERE))
+from scope import AREAS, BRANCH, IMPORT_MAP  # noqa: E402
+
+FILE_AREA = {f: area for area, files in AREAS.items() for f in files}
+
+
+def _static_test_count(path: Path) -> int:
+    """Test functions in a file (parametrizations not expanded): used when it fails to collect."""
+    tree = ast.parse(path.read_text())
+    count = 0
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test"
+        ):
+            count += 1
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            count += sum(
+                isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")
+                for n in node.body
+            )
+    return count
+
+
+def _env(src: Path | None, results: Path, test_timeout: float) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(HERE)]
+    if src is not None:
+        paths += [str(p) for p in sorted((src / "packages").glob("*/src"))]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(
+        CONFORMANCE_SHIM="1",
+        CONFORMANCE_RESULTS=str(results),
+        CONFORMANCE_TEST_TIMEOUT=str(test_timeout),
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+        PYTHONWARNINGS=env.get("PYTHONWARNINGS", "ignore::DeprecationWarning"),
+    )
+    return env
+
+
+def run_file(rel: str, budget: float, test_timeout: float, src: Path | None) -> dict:
+    """Run one TorchRL test file; return its summary."""
+    path = TESTS / rel
+    with tempfile.TemporaryDirectory() as tmp:
+        results = Path(tmp) / "results.jsonl"
+        cmd = ["nice", "-n", "10", sys.executable, "-m", "pytest", str(path),
+               "-c", str(HERE / "pytest.ini"), "--rootdir", str(TESTS),
+               "--confcutdir", str(TESTS), "-p", "no:cacheprovider", "-p", "conformance_plugin",
+               "-q", "--tb=no", "--no-header", "-o", f"faulthandler_timeout={int(test_timeout * 2)}"]  # fmt: skip
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=TESTS, env=_env(src, results, test_timeout),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)  # fmt: skip
+        try:
+            tail, killed = proc.communicate(timeout=budget)[0][-2000:], False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # pytest and the workers it started
+            tail, killed = (proc.communicate()[0] or "")[-2000:], True
+        wall = time.monotonic() - start
+        records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []  # fmt: skip
+    return summarize(rel, records, wall, killed, tail)
+
+
+def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: str) -> dict:
+    collected: list[str] = []
+    phases: dict[str, list[dict]] = collections.defaultdict(list)
+    collect_errors, missing_seen, out_of_scope = [], {}, 0
+    for r in records:
+        if r["kind"] == "collected":
+            collected = r["nodeids"]
+        elif r["kind"] == "phase":
+            phases[r["nodeid"]].append(r)
+        elif r["kind"] == "collect_error":
+            collect_errors.append(r)
+        elif r["kind"] == "missing_seen":
+            missing_seen.update(r["names"])
+        elif r["kind"] == "deselected":
+            out_of_scope += len(r["nodeids"])
+    counts = collections.Counter()
+    blocked = collections.Counter()
+    failures: list[str] = []
+    for nodeid in collected or list(phases):
+        outcome, missing, message = _outcome(phases.get(nodeid, []))
+        counts[outcome] += 1
+        for name in dict.fromkeys(missing):
+            blocked[name] += 1
+        if outcome in ("failed", "error") and len(failures) < 400:
+            failures.append(f"{nodeid}: {message}")
+    if collect_errors and not collected:
+        n = _static_test_count(TESTS / rel)
+        counts["error"] += n
+        for name in {m for e in collect_errors for m in e["missing"]}:
+            blocked[name] += n
+        failures.append("collection error: " + collect_errors[0]["message"][-1500:])
+    return {
+        "file": rel,
+        "area": FILE_AREA.get(rel, "?"),
+        "passed": counts["passed"],
+        "failed": counts["failed"],
+        "errors": counts["error"] + counts["not run"],
+        "not_run": counts["not run"],
+        "skipped": counts["skipped"] + counts["xfailed"],
+        "out_of_scope": out_of_scope,
+        "collection_error": bool(collect_errors and not collected),
+        "killed_by_budget": killed,
+        "wall_s": round(wall, 1),
+        "blocked_by": dict(blocked),
+        "missing_seen": missing_seen,
+        "failures": failures,
+        "tail": tail if (killed or not records) else "",
+    }
+
+
+def _outcome(phases: list[dict]) -> tuple[str, list[str], str]:
+    """Final outcome of one test from its setup / call / teardown reports."""
+    if not phases:
+        return "not run", [], "not run (file killed by its wall budget, or a crash)"
+    missing = [m for p in phases for m in p.get("missing", [])]
+    for p in phases:
+        if p["outcome"] == "failed":
+            kind = "failed" if p["when"] == "call" else "error"
+            return kind, missing, p.get("message", "")
+    for p in phases:
+        if p["outcome"] == "skipped":
+            return ("xfailed" if p.get("xfail") else "skipped"), missing, ""
+    if any(p["when"] == "call" and p["outcome"] == "passed" for p in phases):
+        return "passed", missing, ""
+    return "not run", missing, "no call phase recorded"
+
+
+def _rate(s: dict) -> float | None:
+    total = s["passed"] + s["failed"] + s["errors"]
+    return s["passed"] / total if total else None
+
+
+def _fmt_rate(s: dict | None) -> str:
+    if s is None:
+        return "–"
+    r = _rate(s)
+    return "–" if r is None else f"{100 * r:.1f}%"
+
+
+def _sum(summaries: list[dict]) -> dict:
+    keys = ("passed", "failed", "errors", "skipped", "out_of_scope")
+    return {k: sum(s[k] for s in summaries) for k in keys}
+
+
+def _is_public(name: str) -> bool:
+    return not any(part.startswith("_") for part in name.split("."))
+
+
+def _is_mapped(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in IMPORT_MAP)
+
+
+def write_report(labels: list[str], command: str) -> None:
+    data = {label: json.loads((RESULTS / f"{label}.json").read_text()) for label in labels}
+    latest = labels[-1]
+    files = [f for area in AREAS.values() for f in area if f in data[latest]["files"]]
+    lines = [
+        "# Conformance: TorchRL 0.14's own tests against the rl_* packages",
+        "",
+        f"TorchRL's test files (pytorch/rl `{BRANCH}`, see `conformance/torchrl_tests/SOURCE`) run",
+        "through an import-path shim (`conformance/torchrl_shim.py`); see `conformance/README.md`.",
+        "Pass rate = passed / (passed + failed + errors); skipped (TorchRL's own skips and xfails)",
+        "and out-of-scope tests (`conformance/scope.py`) are left out of it.",
+        "",
+    ]
+    for label in labels:
+        meta = data[label]["meta"]
+        lines.append(f"- **{label}**: measured at `{meta['head']}` on {meta['date']} "
+                     f"(`{meta['command']}`), wall {meta['wall_min']:.0f} min.")  # fmt: skip
+    lines += ["", "## Totals by area", ""]
+    head = "| area | " + " | ".join(f"{lb} passed / in scope | {lb} rate" for lb in labels) + " |"
+    lines += [head, "|---|" + "---:|---:|" * len(labels)]
+    area_rows = [*AREAS, "total"]
+    for area in area_rows:
+        cells = []
+        for label in labels:
+            summaries = [s for f, s in data[label]["files"].items()
+                         if area == "total" or FILE_AREA.get(f) == area]  # fmt: skip
+            tot = _sum(summaries)
+            n = tot["passed"] + tot["failed"] + tot["errors"]
+            cells += [f"{tot['passed']} / {n}", _fmt_rate(tot)]
+        name = "**total**" if area == "total" else area
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "## Per file", ""]
+    prev = labels[:-1]
+    head = "| file | passed | failed | errors | skipped | out of scope | rate |"
+    head += "".join(f" {lb} rate |" for lb in prev) + " note |"
+    lines += [head, "|---|" + "---:|" * (6 + len(prev)) + "---|"]
+    for f in files:
+        s = data[latest]["files"][f]
+        note = []
+        if s["collection_error"]:
+            note.append("collection error (tests counted statically)")
+        if s["killed_by_budget"]:
+            note.append(f"wall budget hit: {s['not_run']} not run")
+        cells = [s["passed"], s["failed"], s["errors"], s["skipped"], s["out_of_scope"],
+                 _fmt_rate(s)]  # fmt: skip
+        cells += [_fmt_rate(data[lb]["files"].get(f)) for lb in prev]
+        lines.append(f"| `{f}` | " + " | ".join(map(str, cells)) + f" | {'; '.join(note)} |")
+    blocked = collections.Counter()
+    seen: dict[str, str] = {}
+    for s in data[latest]["files"].values():
+        blocked.update(s["blocked_by"])
+        seen.update(s["missing_seen"])
+    public = sorted(
+        {n for n in set(blocked) | set(seen) if _is_public(n) and _is_mapped(n)},
+        key=lambda n: (-blocked[n], n),
+    )
+    lines += [
+        "",
+        f"## Missing public names ({len(public)}), by tests they block ({latest})",
+        "",
+        "Imported by the in-scope files (or TorchRL's test helpers) under a mapped namespace",
+        "and not provided by the mapped rl_* package. *Blocked* counts the tests that failed on",
+        "this name (its first use raised `MissingNameError`) or that sit in a file which failed",
+        "to collect on it.",
+        "",
+        "| name | tests blocked |",
+        "|---|---:|",
+    ]
+    lines += [f"| `{n}` | {blocked[n]} |" for n in public]
+    other = sorted((n for n in set(blocked) | set(seen) if n not in public),
+                   key=lambda n: (-blocked[n], n))  # fmt: skip
+    lines += [
+        "",
+        f"## Other missing names ({len(other)}): private names and unmapped namespaces",
+        "",
+        "TorchRL internals (a `_` in the path) and namespaces we do not map (trainers, record,",
+        "weight_update...). They are not targets, but they block the tests listed.",
+        "",
+        "| name | tests blocked |",
+        "|---|---:|",
+    ]
+    lines += [f"| `{n}` | {blocked[n]} |" for n in other]
+    lines += ["", f"Regenerate: `{command}`.", ""]
+    REPORT.write_text("\n".join(lines))
+    print(f"wrote {REPORT.relative_to(ROOT)}")
+
+
+def _head(src: Path | None) -> str:
+    where = src or ROOT
+    try:
+        out = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h %s"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        out = (
+            (where / "HEAD_COMMIT").read_text().strip() if (where / "HEAD_COMMIT").exists() else "?"
+        )
+    return out[:80]
+
+
+def _save(label: str, summary: dict, src: Path | None, argv: list[str] | None) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{label}.json"
+    saved = json.loads(path.read_text()) if path.exists() else {"files": {}}
+    summary = {k: v for k, v in summary.items() if k != "tail"}
+    summary["failures"] = summary["failures"][:50]
+    saved["files"][summary["file"]] = summary
+    saved["meta"] = {
+        "head": _head(src),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python conformance/run.py " + " ".join(argv or sys.argv[1:]),
+        "wall_min": sum(f["wall_s"] for f in saved["files"].values()) / 60,
+    }
+    path.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", help="test files (default: every in-scope file)")
+    parser.add_argument("--area", action="append", choices=list(AREAS), help="only these areas")
+    parser.add_argument("--budget", type=float, default=1200, help="wall seconds per file")
+    parser.add_argument("--test-timeout", type=float, default=60, help="seconds per test phase")
+    parser.add_argument("--save", metavar="LABEL", help="merge summaries into results/LABEL.json")
+    parser.add_argument("--report", action="store_true", help="write docs/conformance.md")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL",
+                        help="earlier saved labels to show beside this one")  # fmt: skip
+    parser.add_argument("--src", type=Path, help="checkout whose packages/*/src to measure")
+    parser.add_argument("--failures", action="store_true", help="print each failure's message")
+    args = parser.parse_args(argv)
+
+    if args.files:
+        rels = [str(Path(f).resolve().relative_to(TESTS)) for f in args.files]
+    else:
+        rels = [f for area, fs in AREAS.items() if not args.area or area in args.area for f in fs]
+    summaries = {}
+    for rel in rels:
+        s = run_file(rel, args.budget, args.test_timeout, args.src)
+        summaries[rel] = s
+        print(f"{rel}: {s['passed']} passed, {s['failed']} failed, {s['errors']} errors, "
+              f"{s['skipped']} skipped, {s['out_of_scope']} out of scope, rate {_fmt_rate(s)} "
+              f"({s['wall_s']:.0f}s){' [collection error]' if s['collection_error'] else ''}"
+              f"{' [budget hit]' if s['killed_by_budget'] else ''}", flush=True)  # fmt: skip
+        if s["tail"]:
+            print("  output tail:", s["tail"][-800:].replace("\n", "\n  "))
+        if args.failures:
+            for line in s["failures"]:
+                print("  ", line[:300])
+        if args.save:  # after every file, so an interrupted run keeps what it measured
+            _save(args.save, s, args.src, argv)
+    tot = _sum(list(summaries.values()))
+    print(f"TOTAL: {tot['passed']} passed / {tot['passed'] + tot['failed'] + tot['errors']} "
+          f"in scope, rate {_fmt_rate(tot)}")  # fmt: skip
+    blocked = collections.Counter()
+    for s in summaries.values():
+        blocked.update(s["blocked_by"])
+    if blocked:
+        print("missing names, by tests blocked:")
+        for name, n in blocked.most_common(30):
+            print(f"  {n:6d}  {name}")
+    command = "uv run --no-sync python conformance/run.py " + " ".join(argv or sys.argv[1:])
+    if args.report:
+        write_report([*args.compare, args.save or "latest"], command)
+
+
+if __name__ == "__main__":
+    main()

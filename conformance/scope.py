@@ -1,0 +1,162 @@
+"""Which of TorchRL's test files are the conformance yardstick, grouped by area.
+
+Paths are relative to TorchRL's ``test/`` folder (and to ``conformance/torchrl_tests/``).
+``HELPERS`` are the files the test files import or that pytest loads (conftests);
+``TESTING`` are TorchRL's ``torchrl/testing/*.py`` helpers, served as ``torchrl.testing``.
+``OUT_OF_SCOPE_FILES`` says why the other TorchRL test files are not copied; tests inside an
+in-scope file that are out of scope live in ``OUT_OF_SCOPE_TESTS`` (nodeid substring -> reason).
+"""
+
+from __future__ import annotations
+
+BRANCH = "prepare-0.14"
+
+AREAS: dict[str, list[str]] = {
+    "specs": ["test_specs.py"],
+    "envs": [
+        "envs/test_auto_reset.py",
+        "envs/test_env_base.py",
+        "envs/test_model_based.py",
+        "envs/test_nested.py",
+        "envs/test_parallel.py",
+        "envs/test_special.py",
+        "envs/test_step_mdp.py",
+        "libs/test_gym.py",
+        "libs/test_dm_control.py",
+        "test_custom_envs.py",
+    ],
+    "transforms": [
+        "transforms/test_action_transforms.py",
+        "transforms/test_clip_transform.py",
+        "transforms/test_compose_and_env.py",
+        "transforms/test_device_transforms.py",
+        "transforms/test_encoder_transforms.py",
+        "transforms/test_env_transforms.py",
+        "transforms/test_key_transforms.py",
+        "transforms/test_module_transforms.py",
+        "transforms/test_normalization.py",
+        "transforms/test_observation_transforms.py",
+        "transforms/test_reward_transforms.py",
+        "transforms/test_tensor_transforms.py",
+        "transforms/test_timer_video.py",
+    ],
+    "buffers": [
+        "rb/test_composable.py",
+        "rb/test_ensemble.py",
+        "rb/test_her.py",
+        "rb/test_prioritized.py",
+        "rb/test_query.py",
+        "rb/test_rb_core.py",
+        "rb/test_rb_transforms.py",
+        "rb/test_samplers.py",
+        "rb/test_storage_map.py",
+        "rb/test_storages.py",
+        "rb/test_writers.py",
+        "test_postprocs.py",
+    ],
+    "objectives": [
+        "objectives/test_dqn.py",
+        "objectives/test_ddpg.py",
+        "objectives/test_sac.py",
+        "objectives/test_ppo.py",
+        "objectives/test_mappo.py",
+        "objectives/test_values.py",
+        "objectives/test_loss_module.py",
+    ],
+    "modules": [
+        "modules/test_actor.py",
+        "modules/test_mlp_conv.py",
+        "modules/test_multiagent_models.py",
+        "modules/test_qvalue_actor.py",
+        "modules/test_rnn.py",
+        "modules/test_td_module.py",
+        "modules/test_value_transforms.py",
+    ],
+    "collectors": ["test_collectors.py"],
+    "exploration": ["test_exploration.py"],
+    "distributions": ["test_distributions.py"],
+}
+
+HELPERS = [
+    "conftest.py",
+    "envs/_envs_common.py",
+    "envs/conftest.py",
+    "libs/conftest.py",
+    "modules/_modules_common.py",
+    "modules/conftest.py",
+    "objectives/_objectives_common.py",
+    "objectives/conftest.py",
+    "rb/_rb_common.py",
+    "rb/conftest.py",
+    "transforms/_transforms_common.py",
+    "transforms/conftest.py",
+]
+
+TESTING = [
+    "__init__.py",
+    "assertions.py",
+    "env_creators.py",
+    "env_helper.py",
+    "gym_helpers.py",
+    "llm_mocks.py",
+    "mocking_classes.py",
+    "modules.py",
+    "mp_helpers.py",
+    "ray_helpers.py",
+    "utils.py",
+]
+
+OUT_OF_SCOPE_FILES: dict[str, str] = {
+    "llm/*": "LLM post-training is a separate issue (rl-llm)",
+    "compile/*": "torch.compile of TorchRL internals; not part of the port contract",
+    "services/*, test_inference_server.py, test_distributed.py": "TorchRL's service / RPC / distributed backends, not wrapped here",
+    "rb/test_rb_distributed.py": "torch.distributed.rpc replay buffers, not wrapped here",
+    "libs/test_brax.py, test_envpool.py, test_genesis.py, test_habitat.py, test_isaac.py, test_jumanji.py, test_libero.py, test_mjlab.py, test_mujoco_playground.py, test_multiagent.py, test_safety_gymnasium.py, test_torch_geometric.py, test_vmas.py, test_datasets.py, test_misc.py": "simulators / dataset libraries we do not wrap",
+    "libs/test_mujoco.py": "TorchRL's own MujocoEnv wrapper API (rl-envs exposes MuJoCo through Gymnasium)",
+    "objectives/test_act.py, test_bc.py, test_controllers.py, test_cql.py, test_diffusion_bc.py, test_dreamer.py, test_dreamer_v3.py, test_dt.py, test_iql.py, test_vla.py": "offline / model-based / imitation losses: not the online-loss target of issue 13",
+    "modules/test_decision_transformer.py, test_dreamer_components.py, test_planners.py": "model-based and transformer models not in rl-modules",
+    "transforms/test_video_transforms.py": "video decoding (torchcodec) transforms, not wrapped",
+    "collectors/test_evaluator.py": "TorchRL's Evaluator (trainer machinery)",
+    "test_trainer.py, test_configs.py, test_helpers.py, test_checkpoint.py, test_offline_to_online.py, test_loggers.py, test_render.py": "trainers, hydra configs, checkpointing, loggers, recorders: not wrapped",
+    "test_utils.py": "TorchRL's private profiling / CUDA helpers (torchrl._utils)",
+    "test_mcts.py, test_rnd.py, test_rlhf.py, test_benchmark_store_storage.py, test_shared.py": "features outside the packages' scope",
+    "smoke_test*.py, test_setup.py, test_docstring_args_checker.py, data/test_vla.py": "TorchRL packaging / docs / VLA checks",
+}
+
+# Tests inside in-scope files that exercise TorchRL internals. Key: a substring of the nodeid.
+OUT_OF_SCOPE_TESTS: dict[str, str] = {
+    "test_specs.py::TestMPSDtype": "Apple MPS device",
+    "envs/test_special.py::TestMPS": "Apple MPS device",
+    "envs/test_special.py::TestParallelEnvMPSBuffers": "Apple MPS device",
+    "envs/test_special.py::TestChessEnv": "TorchRL's chess environment (python-chess), not wrapped",
+    "envs/test_parallel.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
+    "test_collectors.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
+    "test_collectors.py::TestCollectorProfiling": "TorchRL's profiling internals",
+    "test_custom_envs.py::TestToyVLAEnv": "vision-language-action env (VLA), not in scope",
+    "transforms/test_action_transforms.py::TestActionTokenizerTransform": "LLM / VLA tokenizer",
+    "transforms/test_key_transforms.py::TestTokenizer": "LLM tokenizer transform (rl-llm issue)",
+    "transforms/test_encoder_transforms.py::TestR3M": "pretrained encoder weights from a hub",
+    "transforms/test_encoder_transforms.py::TestVIP": "pretrained encoder weights from a hub",
+    "transforms/test_encoder_transforms.py::TestVC1": "pretrained encoder weights from a hub",
+    "transforms/test_module_transforms.py::TestRayModuleTransform": "TorchRL's Ray actor plumbing",
+    "rb/test_samplers.py::TestPromptGroupSampler": "LLM GRPO prompt groups (rl-llm issue)",
+    "rb/test_storage_map.py::TestMCTSForest": "MCTS forest, not in scope",
+    "rb/test_storage_map.py::TestTree": "MCTS tree, not in scope",
+    "modules/test_actor.py::TestVLAWrapperBase": "VLA policies, not in scope",
+    "modules/test_actor.py::TestTinyVLA": "VLA policies, not in scope",
+    "modules/test_actor.py::TestLeRobotPolicyWrapper": "LeRobot policies, not in scope",
+    "objectives/test_ddpg.py::TestTD3BC": "offline loss (TD3+BC), not the online-loss target",
+    "test_distributions.py::TestLLMMaskedCategorical": "LLM distribution (rl-llm issue)",
+}
+
+# Where each ``torchrl.*`` import path points. Longest prefix wins; sub-paths of a prefix are
+# served by the same packages (``torchrl.data.replay_buffers.samplers`` -> rl_buffers).
+# A sub-path that exists in the target package (``rl_objectives.value.functional``) is looked
+# up first. ``only`` restricts which names a package contributes under that path.
+IMPORT_MAP: dict[str, list[str]] = {
+    "torchrl.envs": ["rl_envs", "rl_modules:exploration"],
+    "torchrl.data": ["rl_buffers", "rl_envs:specs"],
+    "torchrl.modules": ["rl_modules"],
+    "torchrl.collectors": ["rl_collectors"],
+    "torchrl.objectives": ["rl_objectives"],
+}
