@@ -10,7 +10,6 @@ running kernels on CPU tensors through its interpreter; it is what the tests use
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import warnings
 from collections.abc import Callable
@@ -29,8 +28,6 @@ _broken: set[str] = set()
 @functools.cache
 def triton_available() -> bool:
     """Whether ``triton`` can be imported (checked once)."""
-    if importlib.util.find_spec("triton") is None:
-        return False
     try:
         import triton  # noqa: F401
     except Exception:  # a broken install counts as missing: "auto" must never fail on it
