@@ -58,3 +58,15 @@ class ShapeOnly:
     """A spec-like object offering only a shape (lacks what most modules need)."""
 
     shape = torch.Size([2])
+
+
+class Composite(dict):
+    """A minimal Composite: a dict of specs with ``keys(include_nested, leaves_only)`` and ``rand()``."""
+
+    def keys(self, include_nested: bool = False, leaves_only: bool = False):
+        return list(super().keys())
+
+    def rand(self, shape=()):
+        from tensordict import TensorDict
+
+        return TensorDict({k: v.rand(shape) for k, v in self.items()}, batch_size=list(shape))

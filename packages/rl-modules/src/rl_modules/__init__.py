@@ -15,6 +15,10 @@ from rl_modules.actors import (
     QValueActor,
     QValueModule,
     SafeModule,
+    SafeProbabilisticModule,
+    SafeProbabilisticTensorDictSequential,
+    SafeSequential,
+    TanhModule,
     ValueOperator,
 )
 from rl_modules.distributions import (
@@ -30,7 +34,10 @@ from rl_modules.distributions import (
 from rl_modules.exploration import (
     AdditiveGaussianModule,
     EGreedyModule,
+    LazygSDEModule,
     OrnsteinUhlenbeckProcessModule,
+    RandomPolicy,
+    gSDEModule,
 )
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
 from rl_modules.networks import (
@@ -83,6 +90,7 @@ __all__ = [
     "GRUModule",
     "IndependentNormal",
     "LSTMModule",
+    "LazygSDEModule",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
     "MultiAgentConvNet",
@@ -95,17 +103,23 @@ __all__ = [
     "ProbabilisticActor",
     "QValueActor",
     "QValueModule",
+    "RandomPolicy",
     "RecurrentStatePrimer",
     "SafeModule",
+    "SafeProbabilisticModule",
+    "SafeProbabilisticTensorDictSequential",
+    "SafeSequential",
     "SquashDims",
     "StackedParams",
     "StateSpec",
     "TanhDelta",
+    "TanhModule",
     "TanhNormal",
     "TruncatedNormal",
     "ValueOperator",
     "__version__",
     "exploration_type",
+    "gSDEModule",
     "recurrent_mode",
     "set_exploration_type",
     "set_recurrent_mode",

@@ -8,6 +8,7 @@ attributes the contract lists (``shape``, ``dtype``, ``device``,
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal
 
 import torch
@@ -104,3 +105,50 @@ def project_into(spec: Any, value: torch.Tensor, who: str) -> torch.Tensor:
     """Project ``value`` into ``spec`` with its ``project`` method (identity when already inside)."""
     project = _require(spec, "project", who, "to keep outputs inside the spec (safe=True)")
     return project(value)
+
+
+def is_composite(spec: Any) -> bool:
+    """Whether ``spec`` is Composite-like (it maps keys to specs: it has ``keys()``)."""
+    return spec is not None and callable(getattr(spec, "keys", None))
+
+
+def composite_class_of(spec: Any) -> type | None:
+    """The ``Composite`` class of the library ``spec`` comes from, or ``None``.
+
+    Looks up ``Composite`` in the modules ``spec``'s class was defined in, from
+    the innermost package out (``rl_envs.specs.unbounded``, ``rl_envs.specs``,
+    ``rl_envs``). Those modules are already imported (the spec exists), so this
+    reads them without importing anything: this package stays free of
+    ``rl_envs``.
+    """
+    parts = type(spec).__module__.split(".")
+    for i in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:i]))
+        composite = getattr(module, "Composite", None) if module is not None else None
+        if isinstance(composite, type):
+            return composite
+    return None
+
+
+def as_composite(spec: Any, out_keys: list, who: str) -> Any:
+    """Wrap a bare spec of a module's single output as ``Composite({out_key: spec})``.
+
+    As TorchRL's modules do with ``spec=``: a Composite-like ``spec`` (or
+    ``None``) is returned as is; a bare spec becomes a Composite of the spec's
+    own library keyed by ``out_keys[0]`` (the spec itself when that library has
+    no Composite).
+
+    Raises:
+        RuntimeError: a bare spec for a module with several out_keys.
+    """
+    if spec is None or is_composite(spec):
+        return spec
+    if len(out_keys) > 1:
+        raise RuntimeError(
+            f"{who}: got one spec for the {len(out_keys)} out_keys {out_keys}; pass a Composite "
+            "keyed by the out_keys (or no spec)."
+        )
+    composite = composite_class_of(spec)
+    if composite is None:
+        return spec
+    return composite({out_keys[0]: spec})

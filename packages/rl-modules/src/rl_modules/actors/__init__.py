@@ -13,6 +13,12 @@ from rl_modules.actors.qvalue import (
     QValueActor,
     QValueModule,
 )
+from rl_modules.actors.safe import (
+    SafeProbabilisticModule,
+    SafeProbabilisticTensorDictSequential,
+    SafeSequential,
+)
+from rl_modules.actors.tanh import TanhModule
 
 __all__ = [
     "Actor",
@@ -25,5 +31,9 @@ __all__ = [
     "QValueActor",
     "QValueModule",
     "SafeModule",
+    "SafeProbabilisticModule",
+    "SafeProbabilisticTensorDictSequential",
+    "SafeSequential",
+    "TanhModule",
     "ValueOperator",
 ]

@@ -11,7 +11,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import project_into
+from rl_modules._spec import as_composite, project_into
 
 
 def leaf_spec(spec: Any, key: NestedKey, n_keys: int) -> Any:
@@ -34,6 +34,8 @@ class SafeModule(TensorDictModule):
     ``spec.project(value)`` (clamped to bounds, snapped to a category...).
     ``spec`` is any spec-like object (``docs/contract.md`` section 6): one
     spec for a single out_key, or a Composite-like object keyed by out_keys.
+    As in TorchRL, a single spec is stored as ``Composite({out_key: spec})``
+    (built with the Composite class of the spec's own library).
 
     Args:
         module: the network.
@@ -67,7 +69,7 @@ class SafeModule(TensorDictModule):
             raise ValueError(
                 f"{type(self).__name__}: safe=True needs a spec to project into; pass spec=."
             )
-        self.spec = spec
+        self.spec = as_composite(spec, list(self.out_keys), type(self).__name__)
         self.safe = safe
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:

@@ -16,7 +16,7 @@ from tensordict.nn import (
 from tensordict.utils import NestedKey
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import spec_bounds
+from rl_modules._spec import as_composite, project_into, spec_bounds
 from rl_modules.actors.common import leaf_spec
 from rl_modules.distributions import Delta
 
@@ -69,6 +69,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         log_prob_key: where the log-probability goes.
         cache_dist: keep the last distribution (see tensordict).
         n_empirical_estimate: samples for ``MEAN`` when the distribution has no mean.
+        safe: project the action into ``spec`` (``spec.project``) after sampling.
 
     Examples:
         >>> import torch
@@ -103,6 +104,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         log_prob_key: NestedKey | None = None,
         cache_dist: bool = False,
         n_empirical_estimate: int = 1000,
+        safe: bool = False,
     ) -> None:
         if not isinstance(module, TensorDictModuleBase):
             raise TypeError(
@@ -134,8 +136,16 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
             n_empirical_estimate=n_empirical_estimate,
         )
         super().__init__(module, sampler)
-        self.spec = spec
+        self.spec = as_composite(spec, out_keys[:1], type(self).__name__)
+        if safe and action_spec is None:
+            raise ValueError(f"{type(self).__name__}: safe=True needs spec= to project into.")
+        self.safe = safe
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
         check_in_keys(tensordict, self.module[0].in_keys, type(self).__name__)
-        return super().forward(tensordict, *args, **kwargs)
+        out = super().forward(tensordict, *args, **kwargs)
+        if self.safe:
+            key = self.module[-1].out_keys[0]
+            spec = leaf_spec(self.spec, key, 1)
+            out.set(key, project_into(spec, out.get(key), type(self).__name__))
+        return out

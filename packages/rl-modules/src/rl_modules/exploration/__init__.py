@@ -2,6 +2,15 @@
 
 from rl_modules.exploration.egreedy import EGreedyModule
 from rl_modules.exploration.gaussian import AdditiveGaussianModule
+from rl_modules.exploration.gsde import LazygSDEModule, gSDEModule
 from rl_modules.exploration.ornstein_uhlenbeck import OrnsteinUhlenbeckProcessModule
+from rl_modules.exploration.random_policy import RandomPolicy
 
-__all__ = ["AdditiveGaussianModule", "EGreedyModule", "OrnsteinUhlenbeckProcessModule"]
+__all__ = [
+    "AdditiveGaussianModule",
+    "EGreedyModule",
+    "LazygSDEModule",
+    "OrnsteinUhlenbeckProcessModule",
+    "RandomPolicy",
+    "gSDEModule",
+]
