@@ -192,19 +192,22 @@ def test_error_missing_action():
 )
 def test_error_bad_action(action, match):
     env = CountEnv()
+    env.validate_actions = True  # the in-spec check is opt-in; the others always run
     with pytest.raises(ValueError, match=match):
         env.step(env.reset().set("action", action))
 
 
-def test_out_of_spec_check_can_be_turned_off():
+def test_out_of_spec_action_passes_by_default_with_one_warning():
     env = CountEnv()
-    env.validate_actions = False
-    td = env.step(env.reset().set("action", torch.full((1,), 5.0)))
+    assert env.validate_actions is False
+    with pytest.warns(UserWarning, match="CountEnv: action entry 'action' is outside its spec"):
+        td = env.step(env.reset().set("action", torch.full((1,), 5.0)))
     assert td["next", "observation"].item() == 5.0
 
 
 def test_error_out_of_spec_checked_on_first_rollout_step():
     env = CountEnv()
+    env.validate_actions = True
     with pytest.raises(ValueError, match="outside its spec"):
         env.rollout(3, ones(env, 7.0))
 

@@ -6,6 +6,7 @@ from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
 from rl_envs.libs.gym import GymEnv, GymWrapper
+from rl_envs.libs.gym_backend import gym_backend, set_gym_backend
 from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,
@@ -71,5 +72,7 @@ __all__ += [
     "StackedComposite",
     "UnboundedContinuous",
     "UnboundedDiscrete",
+    "gym_backend",
+    "set_gym_backend",
     *_legacy_all,
 ]

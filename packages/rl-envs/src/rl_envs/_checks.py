@@ -6,11 +6,14 @@ and how to fix it. They are split in two tiers, see ``env_base``'s docstring:
 * :func:`check_action_structure` (presence, shape, dtype, device) only compares
   attributes: it costs about a microsecond per action key;
 * :func:`check_action_in_spec` calls ``spec.is_in`` (a reduction and a host
-  sync): it runs in ``step()`` when ``env.validate_actions`` is ``True``.
+  sync): it runs in ``step()`` when ``env.validate_actions`` is ``True``;
+* :func:`warn_once_if_out_of_spec` is the same test as a one-time warning per env
+  instance, for when validation is off (the default).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,6 +99,36 @@ def check_action_in_spec(
                 "(`env.action_spec.project(action)`), fix the policy, or build the env with "
                 "validate_actions=False to skip this check."
             )
+
+
+def warn_once_if_out_of_spec(
+    env: Any, td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
+) -> None:
+    """Warns (once per env instance) when an action of ``td`` is outside its spec.
+
+    Used while ``env.validate_actions`` is off: the action still goes to the env,
+    which clips it (or not) as it would in TorchRL. ``td`` may carry leading dims
+    (a stacked rollout). Sets ``env._out_of_spec_warned`` once it warned.
+    """
+    if env._out_of_spec_warned:
+        return
+    for key in action_keys:
+        spec = action_spec[key]
+        value = td.get(key, None)
+        if value is None or not isinstance(value, torch.Tensor) or spec.is_in(value):
+            continue
+        env._out_of_spec_warned = True
+        shown = value.flatten()[:6].tolist()
+        warnings.warn(
+            f"{type(env).__name__}: action entry {_fmt(key)} is outside its spec "
+            f"{type(spec).__name__} (values starting with {shown}); it is passed to the env as "
+            "is, which may clip it (TorchRL's behaviour). Build the env with "
+            "validate_actions=True to raise instead, or project the action "
+            "(`env.action_spec.project(action)`). Shown once per env instance.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return
 
 
 def check_not_done(td: TensorDictBase, done_key: NestedKey = "done") -> None:

@@ -19,6 +19,8 @@ Two paths produce the same TensorDict:
 Either way, with ``env.validate_actions`` on, the actions of every step are checked
 against the action spec in one vectorised pass over the whole rollout before it is
 returned (:func:`check_rollout_actions`): an out-of-spec action raises, naming its step.
+With it off (the default), the same pass runs only until the env instance has warned
+once about an out-of-spec action (``_checks.warn_once_if_out_of_spec``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rl_envs._checks import check_action_in_spec
+from rl_envs._checks import check_action_in_spec, warn_once_if_out_of_spec
 from rl_envs.utils import step_mdp
 
 if TYPE_CHECKING:
@@ -184,17 +186,29 @@ def _check_out(out: TensorDictBase, batch_size: torch.Size, max_steps: int) -> N
         )
 
 
+def _actions_time_first(env: EnvBase, result: TensorDictBase) -> TensorDictBase:
+    """The actions of a ``[*B, T]`` rollout as a ``[T]`` TensorDict of ``[*B, ...]`` entries."""
+    nb = len(env.batch_size)
+    time_first = result.select(*env.action_keys)
+    if nb:
+        time_first = time_first.apply(lambda x: x.movedim(nb, 0), batch_size=[result.shape[nb]])
+    return time_first
+
+
+def warn_if_rollout_out_of_spec(env: EnvBase, result: TensorDictBase) -> None:
+    """The one-time warning of an env whose validation is off (one pass per rollout)."""
+    time_first = _actions_time_first(env, result)
+    warn_once_if_out_of_spec(env, time_first, env.action_keys, env.full_action_spec)
+
+
 def check_rollout_actions(env: EnvBase, result: TensorDictBase) -> None:
     """Every step's actions inside the action spec (one pass over ``[*B, T, ...]``).
 
     Raises:
         ValueError: from the first step holding an out-of-spec action, naming that step.
     """
-    nb = len(env.batch_size)
     keys, spec = env.action_keys, env.full_action_spec
-    time_first = result.select(*keys)
-    if nb:
-        time_first = time_first.apply(lambda x: x.movedim(nb, 0), batch_size=[result.shape[nb]])
+    time_first = _actions_time_first(env, result)
     if all(spec[key].is_in(time_first.get(key)) for key in keys):
         return
     for step in range(time_first.batch_size[0]):
@@ -235,6 +249,8 @@ def run_rollout(
         if fast is not None:
             if env.validate_actions:
                 check_rollout_actions(env, fast)
+            elif not env._out_of_spec_warned:
+                warn_if_rollout_out_of_spec(env, fast)
             if mode == "all":
                 fast = _freeze_after_first_done(fast, nb)
             if out is not None:
@@ -290,6 +306,8 @@ def run_rollout(
     result = _stack(steps, nb, return_contiguous, out)
     if env.validate_actions and return_contiguous:
         check_rollout_actions(env, result)
+    elif not env._out_of_spec_warned and return_contiguous:
+        warn_if_rollout_out_of_spec(env, result)
     if break_all and nb > 0 and return_contiguous:
         frozen = _freeze_after_first_done(result, nb)
         if frozen is not result:

@@ -74,11 +74,16 @@ Input checking (the documented choice for the hot path):
   action key is present with the spec's shape, dtype and device, and that the
   input's root ``"done"`` is not ``True`` (stepping a finished episode without
   a reset). Errors name the key, what was expected, what came and the fix.
-* ``step()`` also checks that the action lies inside its spec (``spec.is_in``,
-  a reduction plus a host sync) while ``env.validate_actions`` is ``True``:
-  the default, a debug mode, turned off with ``validate_actions=False``
-  (constructor or attribute) for the fastest ``step()``.
-* ``rollout()`` runs all these checks on its FIRST step only; later steps go
+* Out-of-spec actions are passed to the env as they are by default (TorchRL's
+  behaviour: the env, or Gymnasium, clips them). ``validate_actions=True``
+  (constructor or attribute) turns on a debug mode where ``step()`` checks that
+  the action lies inside its spec (``spec.is_in``, a reduction plus a host
+  sync) and raises otherwise, and ``rollout()`` checks every step's actions.
+* With validation off, each env INSTANCE warns once (``UserWarning``) the first
+  time it sees an out-of-spec action, at no cost on the hot path: ``step()``
+  probes only the first action it gets, ``rollout()`` probes its stacked actions
+  in one vectorised pass per rollout until the instance has warned.
+* ``rollout()`` runs the structural checks on its FIRST step only; later steps go
   through the unchecked hot path (the rollout resets done entries itself).
 """
 
@@ -112,8 +117,9 @@ class EnvBase(torch.nn.Module):
     Args:
         device: where the env's tensors live (default ``"cpu"``).
         batch_size: the env's batch dims (default ``()``: a single env).
-        validate_actions: check in ``step()`` that actions lie inside the action
-            spec (see the module docstring). Default ``True``.
+        validate_actions: raise when an action lies outside the action spec (see the
+            module docstring). Default ``False``: such actions go to the env as they
+            are (TorchRL's behaviour), with a one-time warning per env instance.
 
     Example:
         >>> import torch
@@ -138,6 +144,9 @@ class EnvBase(torch.nn.Module):
         torch.Size([5])
     """
 
+    _out_of_spec_warned: bool = False  # set per instance once it warned (validation off)
+    _first_action_probed: bool = False  # step() probes only the first action it gets
+
     _post_step_mdp_hooks: _PostStepMdpHook | None = None
     """Called as ``hooks(td, next_root) -> (td, next_root)`` after ``step_mdp`` in
     ``step_and_maybe_reset`` and on every ``rollout`` step (``next_root`` is ``None``
@@ -149,7 +158,7 @@ class EnvBase(torch.nn.Module):
         *,
         device: torch.device | str | int | None = None,
         batch_size: Sequence[int] | torch.Size | None = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
     ) -> None:
         super().__init__()
         self._device = torch.device(device) if device is not None else torch.device("cpu")
@@ -488,6 +497,9 @@ class EnvBase(torch.nn.Module):
         _checks.check_not_done(tensordict)
         if self.validate_actions:
             _checks.check_action_in_spec(tensordict, keys, self._full_action_spec)
+        elif not self._first_action_probed:
+            self._first_action_probed = True
+            _checks.warn_once_if_out_of_spec(self, tensordict, keys, self._full_action_spec)
 
     def _step_unchecked(self, tensordict: TensorDictBase) -> TensorDictBase:
         next_td = self._step(tensordict)

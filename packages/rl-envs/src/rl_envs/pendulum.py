@@ -76,7 +76,7 @@ class PendulumEnv(EnvBase):
         device: torch.device | str | None = None,
         g: float = 10.0,
         max_episode_steps: int = 200,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
     ) -> None:
         super().__init__(device=device, batch_size=batch_size, validate_actions=validate_actions)
         self.g = g

@@ -92,7 +92,7 @@ class ParallelEnv(EnvBase):
         mp_start_method: str | None = None,
         num_threads: int = 1,
         device: Any = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
     ) -> None:
         if envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}.")

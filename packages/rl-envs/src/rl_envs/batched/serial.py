@@ -54,7 +54,7 @@ class SerialEnv(EnvBase):
         create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         *,
         device: Any = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
     ) -> None:
         fns = as_fn_list(create_env_fn, num_workers)
         kwargs = as_kwargs_list(create_env_kwargs, num_workers)

@@ -80,7 +80,7 @@ class DMControlWrapper(EnvBase):
         frame_skip: int = 1,
         render_kwargs: dict[str, Any] | None = None,
         device: torch.device | str | None = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
     ) -> None:
         super().__init__(device=device, validate_actions=validate_actions)
         if frame_skip < 1:
@@ -259,7 +259,7 @@ class DMControlEnv(DMControlWrapper):
         frame_skip: int = 1,
         render_kwargs: dict[str, Any] | None = None,
         device: torch.device | str | None = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         try:

@@ -100,7 +100,7 @@ class GymWrapper(EnvBase):
         frame_skip: int = 1,
         info_keys: Sequence[str] | None = None,
         device: torch.device | str | None = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
     ) -> None:
         gym = _import_gym()
         self._is_vector = isinstance(env, gym.vector.VectorEnv)
@@ -464,7 +464,7 @@ class GymEnv(GymWrapper):
         frame_skip: int = 1,
         info_keys: Sequence[str] | None = None,
         device: torch.device | str | None = None,
-        validate_actions: bool = True,
+        validate_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         gym = _import_gym()
