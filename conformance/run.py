@@ -24,6 +24,7 @@ import collections
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,12 @@ sys.path.insert(0, str(HERE))
 from scope import AREAS, BRANCH, IMPORT_MAP  # noqa: E402
 
 FILE_AREA = {f: area for area, files in AREAS.items() for f in files}
+# Failure messages that name a missing keyword argument or attribute of an existing name.
+API_GAPS = [
+    re.compile(r"(\w+(?:\.\w+)?)\(\) got an unexpected keyword argument '(\w+)'"),
+    re.compile(r"'(\w+)' object has no attribute '(\w+)'"),
+    re.compile(r"type object '(\w+)' has no attribute '(\w+)'"),
+]
 
 
 def _static_test_count(path: Path) -> int:
@@ -115,14 +122,19 @@ def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: st
             out_of_scope += len(r["nodeids"])
     counts = collections.Counter()
     blocked = collections.Counter()
+    signatures = collections.Counter()
     failures: list[str] = []
     for nodeid in collected or list(phases):
         outcome, missing, message = _outcome(phases.get(nodeid, []))
         counts[outcome] += 1
         for name in dict.fromkeys(missing):
             blocked[name] += 1
-        if outcome in ("failed", "error") and len(failures) < 400:
-            failures.append(f"{nodeid}: {message}")
+        if outcome in ("failed", "error"):
+            for pattern in API_GAPS:
+                for match in pattern.finditer(message):
+                    signatures[" ".join(g for g in match.groups() if g)] += 1
+            if len(failures) < 400:
+                failures.append(f"{nodeid}: {message}")
     if collect_errors and not collected:
         n = _static_test_count(TESTS / rel)
         counts["error"] += n
@@ -142,6 +154,7 @@ def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: st
         "killed_by_budget": killed,
         "wall_s": round(wall, 1),
         "blocked_by": dict(blocked),
+        "api_gaps": dict(signatures),
         "missing_seen": missing_seen,
         "failures": failures,
         "tail": tail if (killed or not records) else "",
@@ -272,6 +285,20 @@ def write_report(labels: list[str], command: str) -> None:
         "|---|---:|",
     ]
     lines += [f"| `{n}` | {blocked[n]} |" for n in other]
+    gaps = collections.Counter()
+    for s in data[latest]["files"].values():
+        gaps.update(s.get("api_gaps", {}))
+    lines += [
+        "",
+        "## Missing keyword arguments and attributes of existing names (top 60)",
+        "",
+        "From the failure messages (`X() got an unexpected keyword argument 'k'`,",
+        "`'X' object has no attribute 'a'`): `X k` and the number of tests that failed on it.",
+        "",
+        "| callable / type, keyword / attribute | tests |",
+        "|---|---:|",
+    ]
+    lines += [f"| `{g}` | {n} |" for g, n in gaps.most_common(60)]
     lines += ["", f"Regenerate: `{command}`.", ""]
     REPORT.write_text("\n".join(lines))
     print(f"wrote {REPORT.relative_to(ROOT)}")
@@ -348,6 +375,13 @@ def main(argv: list[str] | None = None) -> None:
         print("missing names, by tests blocked:")
         for name, n in blocked.most_common(30):
             print(f"  {n:6d}  {name}")
+    gaps = collections.Counter()
+    for s in summaries.values():
+        gaps.update(s["api_gaps"])
+    if gaps:
+        print("missing keyword arguments / attributes, by failing tests:")
+        for gap, n in gaps.most_common(30):
+            print(f"  {n:6d}  {gap}")
     command = "uv run --no-sync python conformance/run.py " + " ".join(argv or sys.argv[1:])
     if args.report:
         write_report([*args.compare, args.save or "latest"], command)

@@ -20,6 +20,7 @@ installed (a fact about this machine, not a behaviour of the packages).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -83,6 +84,12 @@ class _MissingMeta(type):
     """Metaclass of the stand-ins: every use raises ``MissingNameError``."""
 
     def __call__(cls, *args, **kwargs):
+        if cls.__dict__.get("_deferred") and len(args) == 1 and callable(args[0]) and not kwargs:
+            return _raise_when_run(cls._missing_name, args[0])
+        if _called_at_import(sys._getframe(1)):
+            # `@missing_decorator(arg)` above a test: fail the decorated tests, not the file.
+            return _MissingMeta(cls.__name__, (), {"_missing_name": cls._missing_name,
+                                                   "_deferred": True, "__module__": "torchrl_shim"})  # fmt: skip
         raise MissingNameError(cls._missing_name, "call / instantiate")
 
     def __getattr__(cls, attr):
@@ -109,6 +116,28 @@ class _MissingMeta(type):
 
     def __repr__(cls):
         return f"<missing {cls._missing_name}>"
+
+
+def _called_at_import(frame) -> bool:
+    """Whether the call runs in a module body or a class body (decorators, defaults)."""
+    return frame.f_code.co_name == "<module>" or (
+        "__module__" in frame.f_locals and "__qualname__" in frame.f_locals
+    )
+
+
+def _raise_when_run(qualname: str, obj):
+    """What a missing decorator gives back: the test fails when run, with the name."""
+    if isinstance(obj, type):
+        for attr, value in list(vars(obj).items()):
+            if attr.startswith("test") and callable(value):
+                setattr(obj, attr, _raise_when_run(qualname, value))
+        return obj
+
+    @functools.wraps(obj)
+    def wrapper(*args, **kwargs):
+        raise MissingNameError(qualname, "decorate a test with")
+
+    return wrapper
 
 
 def _stand_in(qualname: str, short: str | None = None) -> type:
