@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
-__all__ = ["ValueEstimatorKeys", "get_entry", "next_key", "replace_keys"]
+__all__ = ["MissingKeyError", "ValueEstimatorKeys", "get_entry", "next_key", "replace_keys"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,13 @@ class ValueEstimatorKeys:
     terminated: NestedKey = "terminated"
     sample_log_prob: NestedKey = "action_log_prob"
     action: NestedKey = "action"
+
+
+class MissingKeyError(KeyError):
+    """A ``KeyError`` whose message prints as written (``KeyError`` prints its repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def next_key(key: NestedKey) -> tuple[str, ...]:
@@ -77,7 +84,7 @@ def get_entry(
     value = tensordict.get(key, None)
     if value is None:
         present = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
-        raise KeyError(
+        raise MissingKeyError(
             f"{owner} expected the entry {key!r} (its '{key_name}' key) in the input "
             f"TensorDict, but it is missing. Present entries: {present}. Write it upstream, "
             f"or point {owner} at your entry with .set_keys({key_name}=<your key>)."
