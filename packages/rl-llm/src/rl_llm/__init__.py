@@ -3,7 +3,15 @@
 from importlib.metadata import version as _version
 
 from rl_llm.data import CHATML_TEMPLATE, History, add_chat_template, make_arithmetic_problems
-from rl_llm.modules import ChatHistory, LogProbs, Masks, Text, Tokens
+from rl_llm.modules import (
+    ChatHistory,
+    LLMWrapperBase,
+    LogProbs,
+    Masks,
+    Text,
+    Tokens,
+    TransformersWrapper,
+)
 
 __version__ = _version("rl-llm")
 
@@ -11,10 +19,12 @@ __all__ = [
     "CHATML_TEMPLATE",
     "ChatHistory",
     "History",
+    "LLMWrapperBase",
     "LogProbs",
     "Masks",
     "Text",
     "Tokens",
+    "TransformersWrapper",
     "__version__",
     "add_chat_template",
     "make_arithmetic_problems",
