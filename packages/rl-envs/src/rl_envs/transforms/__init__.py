@@ -5,7 +5,10 @@ from rl_envs.transforms.action_discretizer import ActionDiscretizer
 from rl_envs.transforms.action_mask import ActionMask
 from rl_envs.transforms.cat_frames import CatFrames
 from rl_envs.transforms.cat_tensors import CatTensors
+from rl_envs.transforms.clip import ClipTransform
 from rl_envs.transforms.compose import Compose
+from rl_envs.transforms.crop import Crop
+from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
 from rl_envs.transforms.frame_skip import FrameSkipTransform
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
@@ -14,6 +17,7 @@ from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTra
 from rl_envs.transforms.next_observation_delta import NextObservationDelta
 from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
+from rl_envs.transforms.permute import PermuteTransform
 from rl_envs.transforms.primer import TensorDictPrimer
 from rl_envs.transforms.reward_ops import (
     BinarizeReward,
@@ -23,9 +27,12 @@ from rl_envs.transforms.reward_ops import (
 )
 from rl_envs.transforms.reward_sum import RewardSum
 from rl_envs.transforms.shape import FlattenObservation, UnsqueezeTransform
+from rl_envs.transforms.squeeze import SqueezeTransform
 from rl_envs.transforms.step_counter import StepCounter
+from rl_envs.transforms.target_return import TargetReturn
 from rl_envs.transforms.terminate import TerminateTransform
 from rl_envs.transforms.time_max_pool import TimeMaxPool
+from rl_envs.transforms.timer import Timer
 from rl_envs.transforms.transform import EnvSpecs, Transform
 from rl_envs.transforms.vecnorm import VecNorm
 
@@ -37,8 +44,11 @@ __all__ = [
     "CatFrames",
     "CatTensors",
     "CenterCrop",
+    "ClipTransform",
     "Compose",
+    "Crop",
     "DTypeCastTransform",
+    "DeviceCastTransform",
     "DoubleToFloat",
     "EnvSpecs",
     "ExcludeTransform",
@@ -50,6 +60,7 @@ __all__ = [
     "NextObservationDelta",
     "NoopResetEnv",
     "ObservationNorm",
+    "PermuteTransform",
     "RenameTransform",
     "Resize",
     "RewardClipping",
@@ -57,10 +68,13 @@ __all__ = [
     "RewardSum",
     "SelectTransform",
     "SignTransform",
+    "SqueezeTransform",
     "StepCounter",
+    "TargetReturn",
     "TensorDictPrimer",
     "TerminateTransform",
     "TimeMaxPool",
+    "Timer",
     "ToTensorImage",
     "Transform",
     "UnsqueezeTransform",

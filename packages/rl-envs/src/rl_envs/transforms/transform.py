@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from rl_envs.transformed_env import TransformedEnv
 
 
+def _is_composite(spec: Any) -> bool:
+    """Whether ``spec`` maps keys to specs (a Composite, duck-typed)."""
+    return hasattr(spec, "keys") and hasattr(spec, "items")
+
+
 @dataclass
 class EnvSpecs:
     """The five full specs of an env, as transforms see and rewrite them.
@@ -251,12 +256,16 @@ class Transform(nn.Module):
         return spec
 
     def _map_specs(self, composite: Any) -> Any:
+        if not _is_composite(composite):  # a bare leaf spec: TorchRL transforms it directly
+            return self.transform_leaf_spec(composite.clone())
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             if spec_has(composite, in_key):
                 composite[out_key] = self.transform_leaf_spec(composite[in_key].clone())
         return composite
 
     def _map_specs_inv(self, composite: Any) -> Any:
+        if not _is_composite(composite):
+            return self.transform_leaf_spec_inv(composite.clone())
         for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv, strict=True):
             if spec_has(composite, in_key):
                 inner = composite[in_key]
