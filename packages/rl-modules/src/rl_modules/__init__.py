@@ -57,7 +57,11 @@ from rl_modules.networks import (
     StackedParams,
 )
 from rl_modules.recurrent import (
+    GRU,
+    LSTM,
+    GRUCell,
     GRUModule,
+    LSTMCell,
     LSTMModule,
     RecurrentStatePrimer,
     StateSpec,
@@ -68,6 +72,8 @@ from rl_modules.recurrent import (
 __version__ = _version("rl-modules")
 
 __all__ = [
+    "GRU",
+    "LSTM",
     "MLP",
     "Actor",
     "ActorCriticOperator",
@@ -87,8 +93,10 @@ __all__ = [
     "EGreedyModule",
     "Ensemble",
     "ExplorationType",
+    "GRUCell",
     "GRUModule",
     "IndependentNormal",
+    "LSTMCell",
     "LSTMModule",
     "LazygSDEModule",
     "MaskedCategorical",

@@ -2,10 +2,15 @@
 
 from rl_modules.recurrent.mode import recurrent_mode, set_recurrent_mode
 from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
+from rl_modules.recurrent.python_rnn import GRU, LSTM, GRUCell, LSTMCell
 from rl_modules.recurrent.rnn import GRUModule, LSTMModule
 
 __all__ = [
+    "GRU",
+    "LSTM",
+    "GRUCell",
     "GRUModule",
+    "LSTMCell",
     "LSTMModule",
     "RecurrentStatePrimer",
     "StateSpec",

@@ -16,6 +16,7 @@ from rl_modules._keys import check_in_keys
 from rl_modules.recurrent._segments import pad_segments, split_at_resets, unpad_segments
 from rl_modules.recurrent.mode import recurrent_mode
 from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
+from rl_modules.recurrent.python_rnn import GRU, LSTM
 
 States = tuple[torch.Tensor, ...]
 
@@ -92,7 +93,8 @@ def run_rnn_with_resets(
         arange = torch.arange(n, device=x.device)
         return y, hn, torch.stack([arange, torch.full_like(arange, t - 1)], -1)
     seg = split_at_resets(is_init)
-    if reset_path == "loop" or (reset_path == "auto" and x.device.type != "cuda"):
+    python_rnn = isinstance(rnn, (LSTM, GRU))  # takes no packed sequences
+    if reset_path == "loop" or (reset_path == "auto" and (x.device.type != "cuda" or python_rnn)):
         y, every = _cell_loop(rnn, x, h0, is_init)
         # State after each segment's last step: [T, L, N, H][t, :, n] -> [S, L, H].
         finals = tuple(s[seg.last[:, 1], :, seg.last[:, 0]].transpose(0, 1) for s in every)
@@ -144,9 +146,18 @@ class _RecurrentModule(TensorDictModuleBase):
         if in_keys is None:
             in_keys = [in_key, *self._default_state_keys]
         in_keys = list(in_keys)
+        if len(in_keys) == 2 + n_states:
+            # TorchRL's form: the trajectory-start flag as the last in_key
+            if is_init_key != "is_init" and in_keys[-1] != is_init_key:
+                raise ValueError(
+                    f"{who}: the last in_key {in_keys[-1]!r} and is_init_key={is_init_key!r} "
+                    "disagree; give the flag's key once."
+                )
+            is_init_key = in_keys.pop()
         if len(in_keys) != 1 + n_states:
             raise ValueError(
-                f"{who}: in_keys must be [input, {', '.join(self._state_names)} states], got {in_keys}."
+                f"{who}: in_keys must be [input, {', '.join(self._state_names)} states] "
+                f"(optionally followed by the is_init key), got {in_keys}."
             )
         if out_keys is None:
             if out_key is None:
@@ -194,6 +205,26 @@ class _RecurrentModule(TensorDictModuleBase):
                 f"{type(self).__name__}.make_tensordict_primer: pass both primer_class and spec_class, or neither."
             )
         return desc.build(primer_class, spec_class)
+
+    def make_python_based(self) -> _RecurrentModule:
+        """Swap the wrapped RNN for its Python version (same weights), in place; returns ``self``."""
+        rnn = self.rnn
+        if isinstance(rnn, (LSTM, GRU)):
+            return self
+        kind = LSTM if isinstance(rnn, nn.LSTM) else GRU
+        new = kind(
+            input_size=rnn.input_size,
+            hidden_size=rnn.hidden_size,
+            num_layers=rnn.num_layers,
+            bias=rnn.bias,
+            batch_first=rnn.batch_first,
+            dropout=rnn.dropout,
+            device=next(rnn.parameters()).device,
+            dtype=next(rnn.parameters()).dtype,
+        )
+        new.load_state_dict(rnn.state_dict())
+        setattr(self, "lstm" if kind is LSTM else "gru", new)
+        return self
 
     def _missing_state_error(self, tensordict: TensorDictBase, why: str) -> RuntimeError:
         present = sorted(map(str, tensordict.keys(True, True)))
@@ -368,6 +399,11 @@ class LSTMModule(_RecurrentModule):
         check_carried_state: in step mode, raise when a state read at a step
             where ``is_init`` is False is exactly zero (the env dropped the
             state the module wrote and re-injected zeros).
+        python_based: build the Python :class:`~rl_modules.LSTM` (vmap and
+            compile friendly) instead of ``nn.LSTM``.
+
+    ``in_keys`` may end with the ``is_init`` key, as in TorchRL
+    (``[input, h, c, "is_init"]``).
 
     Examples:
         >>> import torch
@@ -412,19 +448,25 @@ class LSTMModule(_RecurrentModule):
         is_init_key: NestedKey = "is_init",
         reset_path: ResetPath = "auto",
         check_carried_state: bool = True,
+        python_based: bool = False,
     ) -> None:
         super().__init__()
         if lstm is None:
             if input_size is None or hidden_size is None:
                 raise ValueError("LSTMModule: pass input_size and hidden_size, or lstm=.")
-            lstm = nn.LSTM(
-                input_size,
-                hidden_size,
-                num_layers,
-                bias,
-                batch_first,
-                dropout,
-                bidirectional,
+            if python_based and bidirectional:
+                raise ValueError(
+                    "LSTMModule: python_based=True does not support bidirectional LSTMs."
+                )
+            lstm_class = LSTM if python_based else nn.LSTM
+            lstm = lstm_class(
+                input_size=input_size,
+                hidden_size=hidden_size,
+                num_layers=num_layers,
+                bias=bias,
+                batch_first=batch_first,
+                dropout=dropout,
+                bidirectional=bidirectional,
                 device=device,
             )
         _check_rnn(lstm, "LSTMModule")
@@ -465,6 +507,8 @@ class GRUModule(_RecurrentModule):
         check_carried_state: in step mode, raise when a state read at a step
             where ``is_init`` is False is exactly zero (the env dropped the
             state the module wrote and re-injected zeros).
+        python_based: build the Python :class:`~rl_modules.GRU` (vmap and
+            compile friendly) instead of ``nn.GRU``.
 
     Examples:
         >>> import torch
@@ -502,19 +546,25 @@ class GRUModule(_RecurrentModule):
         is_init_key: NestedKey = "is_init",
         reset_path: ResetPath = "auto",
         check_carried_state: bool = True,
+        python_based: bool = False,
     ) -> None:
         super().__init__()
         if gru is None:
             if input_size is None or hidden_size is None:
                 raise ValueError("GRUModule: pass input_size and hidden_size, or gru=.")
-            gru = nn.GRU(
-                input_size,
-                hidden_size,
-                num_layers,
-                bias,
-                batch_first,
-                dropout,
-                bidirectional,
+            if python_based and bidirectional:
+                raise ValueError(
+                    "GRUModule: python_based=True does not support bidirectional GRUs."
+                )
+            gru_class = GRU if python_based else nn.GRU
+            gru = gru_class(
+                input_size=input_size,
+                hidden_size=hidden_size,
+                num_layers=num_layers,
+                bias=bias,
+                batch_first=batch_first,
+                dropout=dropout,
+                bidirectional=bidirectional,
                 device=device,
             )
         _check_rnn(gru, "GRUModule")
