@@ -128,7 +128,7 @@ def test_step_and_maybe_reset_returns_transition_and_next_root():
     transition, root = env.step_and_maybe_reset(ScriptedPolicy()(env.reset(_queries("q"))))
     assert transition["next", "done"].all()
     assert root["history"].prompt.content == [["q"]]
-    assert not root["done"].any() and "next" not in root.keys()
+    assert not root["done"].any() and "next" not in root.keys()  # noqa: SIM118
 
 
 def test_next_root_drops_policy_outputs_keeps_data():

@@ -146,7 +146,7 @@ class ChatEnv:
         self, tensordict: TensorDictBase | None, rows: list[int]
     ) -> list[dict[str, Any]]:
         """The data of each row to reset: ``{data_key: query, other entries...}``."""
-        if tensordict is None or self.data_key not in tensordict.keys():
+        if tensordict is None or self.data_key not in tensordict.keys():  # noqa: SIM118
             got = "None" if tensordict is None else sorted(map(str, tensordict.keys()))
             raise KeyError(
                 f"{type(self).__name__}.reset needs a TensorDict holding the queries under "
@@ -216,7 +216,7 @@ class ChatEnv:
                     # Entries given with the queries (e.g. "answer") ride along, unless the
                     # reset's own data (a dataset sample) has them.
                     for key, value in tensordict[i].exclude(*env_keys).items():
-                        if key not in row.keys():
+                        if key not in row.keys():  # noqa: SIM118
                             row.set(key, value)
                 out_rows.append(row)
             else:
@@ -312,7 +312,7 @@ class ChatEnv:
         nxt = transition.get("next")
         root = nxt.exclude(*self.reward_keys)
         present = set(root.keys())
-        for key in transition.keys():
+        for key in transition.keys():  # noqa: SIM118 (iterating a TensorDict iterates its first dim)
             if key not in present and key not in (
                 "next",
                 "_reset",
