@@ -6,6 +6,7 @@ Also tested on HalfCheetah-v5 and CartPole-v1 (``--env CartPole-v1``).
     uv run recipes/ppo.py                       # the default run
     uv run recipes/ppo.py --env HalfCheetah-v5 --total-frames 1000000
     uv run recipes/ppo.py --smoke               # a few seconds, end to end
+    uv run recipes/ppo.py --kernels             # GAE from rl_kernels (Triton on GPU)
     uv run recipes/ppo.py --resume runs/ppo/checkpoint.pt
 """
 
@@ -91,6 +92,8 @@ class Config(RunConfig):
     """Gradient clipping norm."""
     hidden: int = 64
     """Width of the two hidden layers of actor and critic."""
+    kernels: bool = False
+    """Compute advantages with rl_kernels' drop-in GAE (Triton on CUDA, fast torch on CPU)."""
     eval_every: int = 40_960
     eval_episodes: int = 3
     target_return: float = 9300.0
@@ -105,6 +108,15 @@ class Config(RunConfig):
         "checkpoint_every": 2048,
         "epochs": 2,
     }
+
+
+def gae_class(kernels: bool) -> type:
+    """rl_objectives' GAE, or rl_kernels' drop-in (same arguments, same keys)."""
+    if kernels:
+        from rl_kernels import GAE as KernelGAE  # the one import that changes
+
+        return KernelGAE
+    return GAE
 
 
 def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm) -> TransformedEnv:
@@ -170,7 +182,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     eval_vecnorm = VecNorm(in_keys=["observation"], decay=0.99999)
     eval_env = make_env(cfg, 1, eval_vecnorm)
     actor, critic = make_agent(cfg, env)
-    advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic, average_gae=False)
+    advantage = gae_class(cfg.kernels)(
+        gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic, average_gae=False
+    )
     loss_fn = ClipPPOLoss(
         actor,
         critic,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -21,6 +25,8 @@ import rl_objectives.value.functional as objective_scans
 # The Triton kernels run here on CPU tensors only through Triton's interpreter
 # (``TRITON_INTERPRET=1 pytest tests/test_kernels_estimators.py``); rl-kernels' own
 # tests always run them that way.
+ROOT = Path(__file__).resolve().parent.parent
+
 BACKENDS = [
     "torch",
     pytest.param(
@@ -181,3 +187,28 @@ def test_ppo_loss_runs_on_kernel_advantages():
     loss = rl_objectives.ClipPPOLoss(actor, critic)
     out = loss(td.reshape(-1))
     assert torch.isfinite(out["loss_objective"]) and torch.isfinite(out["loss_critic"])
+
+
+def _load_recipe(name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def _losses(run: Path) -> list[float]:
+    rows = (run / "metrics.csv").read_text().splitlines()[1:]
+    return [float(r.split(",")[2]) for r in rows if r.split(",")[1] == "loss"]
+
+
+def test_ppo_recipe_with_kernels_matches_without(tmp_path: Path):
+    ppo = _load_recipe("ppo")
+    args = ["--smoke", "--total-frames", "2048", "--eval-every", "2048"]
+    ppo.main([*args, "--output-dir", str(tmp_path / "objectives")])
+    ppo.main([*args, "--kernels", "--output-dir", str(tmp_path / "kernels")])
+    ours, theirs = _losses(tmp_path / "kernels"), _losses(tmp_path / "objectives")
+    assert len(ours) == len(theirs) == 2
+    torch.testing.assert_close(torch.tensor(ours), torch.tensor(theirs), rtol=1e-4, atol=1e-4)
