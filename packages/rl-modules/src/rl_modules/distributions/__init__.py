@@ -7,6 +7,7 @@ from rl_modules.distributions.discrete import (
     OneHotCategorical,
 )
 from rl_modules.distributions.normal import IndependentNormal, TruncatedNormal
+from rl_modules.distributions.ordinal import OneHotOrdinal, Ordinal, ordinal_logits
 from rl_modules.distributions.tanh_normal import TanhNormal
 
 __all__ = [
@@ -15,7 +16,10 @@ __all__ = [
     "MaskedCategorical",
     "MaskedOneHotCategorical",
     "OneHotCategorical",
+    "OneHotOrdinal",
+    "Ordinal",
     "TanhDelta",
     "TanhNormal",
     "TruncatedNormal",
+    "ordinal_logits",
 ]
