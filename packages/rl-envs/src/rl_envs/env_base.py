@@ -326,6 +326,17 @@ class EnvBase(torch.nn.Module):
             return spec[keys[0]]
         return spec
 
+    def _from_unbatched(self, spec: Any) -> Any:
+        """``spec`` (without batch dims) on the env's device with the batch dims prepended.
+
+        What the ``*_spec_unbatched`` setters store (TorchRL's behaviour): unlike the
+        batched setters, the batch dims are always prepended, even when the spec's
+        leading dims happen to equal them.
+        """
+        spec = spec.to(self._device)
+        b = self._batch_size
+        return spec.expand(*b, *spec.shape) if len(b) else spec
+
     def _unbatch(self, spec: Any) -> Any:
         n = len(self._batch_size)
         if n == 0:
@@ -337,50 +348,90 @@ class EnvBase(torch.nn.Module):
         """:attr:`observation_spec` without the batch dims."""
         return self._unbatch(self.observation_spec)
 
+    @observation_spec_unbatched.setter
+    def observation_spec_unbatched(self, spec: Any) -> None:
+        self.observation_spec = self._from_unbatched(spec)
+
     @property
     def action_spec_unbatched(self) -> Any:
         """:attr:`action_spec` without the batch dims."""
         return self._unbatch(self.action_spec)
+
+    @action_spec_unbatched.setter
+    def action_spec_unbatched(self, spec: Any) -> None:
+        self.action_spec = self._from_unbatched(spec)
 
     @property
     def reward_spec_unbatched(self) -> Any:
         """:attr:`reward_spec` without the batch dims."""
         return self._unbatch(self.reward_spec)
 
+    @reward_spec_unbatched.setter
+    def reward_spec_unbatched(self, spec: Any) -> None:
+        self.reward_spec = self._from_unbatched(spec)
+
     @property
     def done_spec_unbatched(self) -> Composite:
         """:attr:`done_spec` without the batch dims."""
         return self._unbatch(self.done_spec)
+
+    @done_spec_unbatched.setter
+    def done_spec_unbatched(self, spec: Any) -> None:
+        self.done_spec = self._from_unbatched(spec)
 
     @property
     def state_spec_unbatched(self) -> Composite:
         """:attr:`state_spec` without the batch dims."""
         return self._unbatch(self.state_spec)
 
+    @state_spec_unbatched.setter
+    def state_spec_unbatched(self, spec: Any) -> None:
+        self.state_spec = self._from_unbatched(spec)
+
     @property
     def full_observation_spec_unbatched(self) -> Composite:
         """:attr:`full_observation_spec` without the batch dims."""
         return self._unbatch(self.full_observation_spec)
+
+    @full_observation_spec_unbatched.setter
+    def full_observation_spec_unbatched(self, spec: Any) -> None:
+        self.full_observation_spec = self._from_unbatched(spec)
 
     @property
     def full_action_spec_unbatched(self) -> Composite:
         """:attr:`full_action_spec` without the batch dims."""
         return self._unbatch(self.full_action_spec)
 
+    @full_action_spec_unbatched.setter
+    def full_action_spec_unbatched(self, spec: Any) -> None:
+        self.full_action_spec = self._from_unbatched(spec)
+
     @property
     def full_reward_spec_unbatched(self) -> Composite:
         """:attr:`full_reward_spec` without the batch dims."""
         return self._unbatch(self.full_reward_spec)
+
+    @full_reward_spec_unbatched.setter
+    def full_reward_spec_unbatched(self, spec: Any) -> None:
+        self.full_reward_spec = self._from_unbatched(spec)
 
     @property
     def full_done_spec_unbatched(self) -> Composite:
         """:attr:`full_done_spec` without the batch dims."""
         return self._unbatch(self.full_done_spec)
 
+    @full_done_spec_unbatched.setter
+    def full_done_spec_unbatched(self, spec: Any) -> None:
+        self.full_done_spec = self._from_unbatched(spec)
+
     @property
     def full_state_spec_unbatched(self) -> Composite:
         """:attr:`full_state_spec` without the batch dims."""
         return self._unbatch(self.full_state_spec)
+
+    @full_state_spec_unbatched.setter
+    def full_state_spec_unbatched(self, spec: Any) -> None:
+        self.full_state_spec = self._from_unbatched(spec)
 
     @property
     def action_keys(self) -> list[NestedKey]:
