@@ -62,6 +62,19 @@ HAS_FLAG_LIBS = {
     "h5py": ("h5py",),
     "pygame": ("pygame",),
     "scipy": ("scipy",),
+    "dmc": ("dm_control",),
+    "ale": ("ale_py",),
+    "atari_py": ("atari_py",),
+    "mo": ("mo_gymnasium",),
+    "minigrid": ("minigrid",),
+    "envpool": ("envpool",),
+    "functorch": ("torch.func",),
+    "gym_robotics": ("gymnasium_robotics",),
+    "chess": ("chess",),
+    "procgen": ("procgen",),
+    "zstandard": ("zstandard",),
+    "matplotlib": ("matplotlib",),
+    "vllm": ("vllm",),
 }
 
 STRICT = os.environ.get("CONFORMANCE_STRICT", "0") == "1"
