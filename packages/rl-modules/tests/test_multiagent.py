@@ -115,5 +115,34 @@ def test_ensemble_matches_loop_over_members():
     assert split(torch.randn(3, 10, 5)).shape == (3, 10, 1)
     with pytest.raises(ValueError, match="num_copies=3"):
         split(torch.randn(2, 10, 5))
-    with pytest.raises(ValueError, match="lazy"):
-        Ensemble(MLP(out_features=1), 2)
+    lazy = Ensemble(MLP(out_features=1, num_cells=[4]), 2)  # sized by the first call
+    assert lazy(torch.randn(7, 3)).shape == (2, 7, 1)
+    assert lazy.stacked.params[0].shape == (2, 4, 3)
+
+
+def test_lazy_multiagent_mlp_materialises_in_place_for_an_early_optimizer():
+    torch.manual_seed(0)
+    net = MultiAgentMLP(None, 6, 3, centralized=True, share_params=False, depth=2)
+    uninit = torch.nn.parameter.UninitializedParameter
+    assert any(isinstance(p, uninit) for p in net.parameters())
+    optim = torch.optim.SGD(net.parameters(), lr=0.1)
+    obs = torch.randn(10, 3, 4)
+    out = net(obs)
+    assert out.shape == (10, 3, 6)
+    assert not any(isinstance(p, uninit) for p in net.parameters())
+    # each agent's network sees the 12 joint features, with its own parameters
+    tensors = net.agent_nets.tensors()
+    assert tensors["0.weight"].shape == (3, 32, 12)
+    assert not torch.allclose(tensors["0.weight"][0], tensors["0.weight"][1])
+    template = MLP(in_features=12, out_features=6, depth=2)
+    for agent in range(3):
+        ref = functional_call(
+            template, {k: v[agent] for k, v in tensors.items()}, (obs.flatten(-2),)
+        )
+        torch.testing.assert_close(out[:, agent], ref)
+    before = tensors["0.weight"].detach().clone()
+    out.mean().backward()
+    optim.step()
+    assert not torch.equal(net.agent_nets.tensors()["0.weight"], before)
+    shared = MultiAgentMLP(None, 2, 3, centralized=False, share_params=True, num_cells=[5])
+    assert shared(torch.randn(4, 3, 7)).shape == (4, 3, 2)

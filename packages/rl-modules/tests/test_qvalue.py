@@ -87,3 +87,27 @@ def test_distributional_qvalue_expected_value_argmax():
         DistributionalQValueModule("categorical", support=support)(
             TensorDict(action_value=torch.zeros(2, 5, 3), batch_size=[2])
         )
+
+
+def test_mult_one_hot_q_value_module_against_per_group_argmax():
+    values = torch.tensor([[1.0, 5.0, 2.0, 0.5, -1.0], [3.0, 0.0, 1.0, 0.0, 2.0]])
+    m = QValueModule(action_space="mult_one_hot", var_nums=[3, 2])
+    td = m(TensorDict(action_value=values, batch_size=[2]))
+    expected = torch.tensor([[0, 1, 0, 1, 0], [1, 0, 0, 0, 1]])
+    assert torch.equal(td["action"], expected)
+    torch.testing.assert_close(td["chosen_action_value"], torch.tensor([[5.5], [5.0]]))
+
+    # group sizes read from a multi one-hot spec's nvec; dashed alias accepted
+    class MultiOneHot:
+        nvec = (3, 2)
+        dtype = torch.long
+
+    m = QValueModule(action_space="mult-one-hot", spec=MultiOneHot())
+    assert torch.equal(m(TensorDict(action_value=values, batch_size=[2]))["action"], expected)
+    assert QValueModule(spec=MultiOneHot()).action_space == "mult_one_hot"
+    with pytest.raises(ValueError, match="var_nums"):
+        QValueModule(action_space="mult_one_hot")(TensorDict(action_value=values, batch_size=[2]))
+    with pytest.raises(ValueError, match="do not match"):
+        QValueModule(action_space="one_hot", spec=MultiOneHot())
+    with pytest.raises(ValueError, match="Neither action_space nor spec"):
+        QValueModule()

@@ -13,13 +13,16 @@ from typing import Any, Literal
 
 import torch
 
-ActionSpace = Literal["categorical", "one_hot"]
+ActionSpace = Literal["categorical", "one_hot", "mult_one_hot"]
 
 _SPACE_ALIASES: dict[str, ActionSpace] = {
     "categorical": "categorical",
     "one_hot": "one_hot",
     "one-hot": "one_hot",
     "onehot": "one_hot",
+    "mult_one_hot": "mult_one_hot",
+    "mult-one-hot": "mult_one_hot",
+    "multi_one_hot": "mult_one_hot",
 }
 
 
@@ -67,31 +70,35 @@ def spec_n(spec: Any, who: str) -> int:
     return int(n)
 
 
-def action_space_of(spec_or_str: Any, who: str) -> ActionSpace:
-    """Decide whether a discrete action space is categorical or one-hot.
+def action_space_of(spec_or_str: Any, who: str, *, allow_multi: bool = False) -> ActionSpace:
+    """Decide whether a discrete action space is categorical, one-hot (or multi one-hot).
 
-    Strings ``"categorical"`` and ``"one_hot"`` are taken as they are. For a
-    spec-like object the class name decides (``...OneHot...`` or
-    ``...Categorical...``, as TorchRL's and rl_envs' specs are named);
-    multi-discrete specs are refused.
+    Strings (``"categorical"``, ``"one_hot"``, ``"mult_one_hot"`` and their
+    dashed forms) are taken as they are. For a spec-like object the class name
+    decides (``...MultiOneHot...``, ``...OneHot...`` or ``...Categorical...``,
+    as TorchRL's and rl_envs' specs are named). Multi one-hot is accepted only
+    with ``allow_multi``; other multi-discrete and binary specs are refused.
 
     Raises:
         ValueError: for an unknown string or an unsupported spec.
     """
     if isinstance(spec_or_str, str):
         kind = _SPACE_ALIASES.get(spec_or_str.lower())
-        if kind is None:
+        if kind is None or (kind == "mult_one_hot" and not allow_multi):
+            allowed = "'categorical', 'one_hot'" + (", 'mult_one_hot'" if allow_multi else "")
             raise ValueError(
-                f"{who}: unknown action space {spec_or_str!r}; expected 'categorical' or 'one_hot'."
+                f"{who}: unknown action space {spec_or_str!r}; expected one of {allowed}."
             )
         return kind
-    name = type(spec_or_str).__name__.lower()
+    name = type(spec_or_str).__name__.lower().replace("_", "")
+    if allow_multi and "multionehot" in name:
+        return "mult_one_hot"
     if "multi" in name or "binary" in name:
         raise ValueError(
             f"{who}: action space {type(spec_or_str).__name__} is not supported; "
             "use a Categorical or OneHot spec, or pass action_space='categorical' / 'one_hot'."
         )
-    if "onehot" in name or "one_hot" in name:
+    if "onehot" in name:
         return "one_hot"
     if "categorical" in name:
         return "categorical"

@@ -12,15 +12,60 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import ActionSpace, action_space_of
+from rl_modules._spec import ActionSpace, action_space_of, is_composite
 
 
-def _resolve_space(action_space: Any, spec: Any, who: str) -> ActionSpace:
+def _action_leaf(spec: Any) -> Any:
+    """The ``"action"`` entry of a Composite-like spec (else the spec itself)."""
+    if is_composite(spec):
+        keys = list(spec.keys(True, True))
+        key = (
+            "action"
+            if "action" in keys
+            else next((k for k in keys if isinstance(k, tuple) and k[-1] == "action"), None)
+        )
+        if key is None:
+            raise KeyError(
+                f"no 'action' entry in the spec (it holds {keys}); pass the action spec itself "
+                "or action_space=."
+            )
+        return spec[key]
+    return spec
+
+
+def _resolve_space(action_space: Any, spec: Any, who: str, allow_multi: bool = True) -> ActionSpace:
     if action_space is None and spec is None:
         raise ValueError(
-            f"{who}: pass action_space ('categorical' or 'one_hot') or a spec-like action spec."
+            f"{who}: Neither action_space nor spec was defined; pass action_space "
+            "('categorical', 'one_hot' or 'mult_one_hot') or a spec-like action spec."
         )
-    return action_space_of(action_space if action_space is not None else spec, who)
+    leaf = _action_leaf(spec) if spec is not None else None
+    if action_space is None:
+        return action_space_of(leaf, who, allow_multi=allow_multi)
+    kind = action_space_of(action_space, who, allow_multi=allow_multi)
+    if leaf is not None and action_space_of(leaf, who, allow_multi=True) != kind:
+        raise ValueError(
+            f"{who}: The action spec and the action space do not match: got "
+            f"action_space={action_space!r} and a {type(leaf).__name__} spec."
+        )
+    return kind
+
+
+def mult_one_hot_action(
+    action_value: torch.Tensor, var_nums: Sequence[int], one_hot_dtype: torch.dtype = torch.long
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy multi one-hot action: one argmax per group of ``var_nums`` entries on the last dim.
+
+    Returns:
+        ``(action [..., sum(var_nums)], chosen_action_value [..., 1])``, the chosen value
+        being the sum of the chosen entries (``(action * values).sum(-1)``, as TorchRL).
+    """
+    parts = [
+        torch.zeros_like(v, dtype=one_hot_dtype).scatter_(-1, v.argmax(-1, keepdim=True), 1)
+        for v in action_value.split(list(var_nums), -1)
+    ]
+    action = torch.cat(parts, -1)
+    return action, (action * action_value).sum(-1, keepdim=True)
 
 
 def greedy_action(
@@ -58,8 +103,11 @@ class QValueModule(TensorDictModuleBase):
         action_space: ``"categorical"`` or ``"one_hot"``; or give ``spec``.
         action_value_key: where the values ``[*B, n]`` are read.
         out_keys: ``[action, action_value, chosen_action_value]`` keys.
-        spec: a spec-like action spec (kind from its class, one-hot dtype from ``spec.dtype``).
+        spec: a spec-like action spec (kind from its class, one-hot dtype from ``spec.dtype``),
+            or a Composite-like spec with an ``"action"`` entry.
         action_mask_key: optional bool mask key (``True`` = allowed).
+        var_nums: for ``action_space="mult_one_hot"``, the size of each one-hot
+            group (default: the spec's ``nvec``).
 
     Examples:
         >>> import torch
@@ -77,10 +125,16 @@ class QValueModule(TensorDictModuleBase):
         out_keys: Sequence[NestedKey] | None = None,
         spec: Any = None,
         action_mask_key: NestedKey | None = None,
+        var_nums: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.action_space = _resolve_space(action_space, spec, type(self).__name__)
         self.spec = spec
+        if self.action_space == "mult_one_hot" and var_nums is None and spec is not None:
+            var_nums = getattr(_action_leaf(spec), "nvec", None)
+        self.var_nums = (
+            None if var_nums is None else [int(v) for v in torch.as_tensor(var_nums).reshape(-1)]
+        )
         self.action_value_key = action_value_key
         self.action_mask_key = action_mask_key
         self.in_keys = [action_value_key] + ([action_mask_key] if action_mask_key else [])
@@ -94,13 +148,27 @@ class QValueModule(TensorDictModuleBase):
                 f"{type(self).__name__}: out_keys must be [action, action_value, "
                 f"chosen_action_value], got {self.out_keys}."
             )
-        self._one_hot_dtype = getattr(spec, "dtype", torch.long) if spec is not None else torch.long
+        leaf = _action_leaf(spec) if spec is not None else None
+        self._one_hot_dtype = getattr(leaf, "dtype", torch.long) if leaf is not None else torch.long
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         check_in_keys(tensordict, self.in_keys, type(self).__name__)
         values = tensordict.get(self.action_value_key)
         mask = tensordict.get(self.action_mask_key) if self.action_mask_key else None
-        action, chosen = greedy_action(values, self.action_space, mask, self._one_hot_dtype)
+        if self.action_space == "mult_one_hot":
+            if self.var_nums is None:
+                raise ValueError(
+                    f"{type(self).__name__}: var_nums (the size of each one-hot group) must be "
+                    "given to the constructor (or a MultiOneHot spec with nvec) for multi one-hot "
+                    "action spaces."
+                )
+            masked = (
+                values if mask is None else torch.where(mask, values, torch.finfo(values.dtype).min)
+            )
+            action, _ = mult_one_hot_action(masked, self.var_nums, self._one_hot_dtype)
+            chosen = (action * values).sum(-1, keepdim=True)
+        else:
+            action, chosen = greedy_action(values, self.action_space, mask, self._one_hot_dtype)
         action_key, value_key, chosen_key = self.out_keys
         tensordict.set(action_key, action)
         if value_key != self.action_value_key:
@@ -119,6 +187,7 @@ class QValueActor(TensorDictSequential):
         action_space: ``"categorical"`` or ``"one_hot"``.
         action_value_key: default ``"action_value"``.
         action_mask_key: optional mask key.
+        var_nums: one-hot group sizes for ``action_space="mult_one_hot"``.
 
     Examples:
         >>> import torch
@@ -136,6 +205,7 @@ class QValueActor(TensorDictSequential):
         action_space: str | None = None,
         action_value_key: NestedKey = "action_value",
         action_mask_key: NestedKey | None = None,
+        var_nums: Sequence[int] | None = None,
     ) -> None:
         in_keys = ["observation"] if in_keys is None else in_keys
         if isinstance(module, TensorDictModuleBase):
@@ -147,6 +217,7 @@ class QValueActor(TensorDictSequential):
             action_value_key=action_value_key,
             spec=spec,
             action_mask_key=action_mask_key,
+            var_nums=var_nums,
         )
         super().__init__(net, head)
         self.spec = spec
@@ -190,6 +261,11 @@ class DistributionalQValueModule(QValueModule):
             spec=spec,
             action_mask_key=action_mask_key,
         )
+        if self.action_space == "mult_one_hot":
+            raise ValueError(
+                "DistributionalQValueModule: multi one-hot action spaces are not supported; use "
+                "'categorical' or 'one_hot'."
+            )
         self.register_buffer("support", torch.as_tensor(support))
         self.out_keys = self.out_keys[:2]
 

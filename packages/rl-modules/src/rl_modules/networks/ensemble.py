@@ -26,8 +26,13 @@ class StackedParams(nn.Module):
     N networks cost one batched kernel per layer instead of a Python loop.
     Buffers are stacked too but must not be updated in place (no BatchNorm).
 
+    A template with lazy layers (``nn.LazyLinear``...) gives uninitialised
+    placeholders that an optimizer may already hold: the first :meth:`call`
+    sizes the template on one copy's slice of the input and materialises them
+    in place.
+
     Args:
-        module: the template; lazy modules must be materialised first.
+        module: the template.
         num_copies: number of copies.
         reset_parameters: re-initialise each copy (``False`` copies the template's values).
     """
@@ -36,30 +41,62 @@ class StackedParams(nn.Module):
         super().__init__()
         if num_copies < 1:
             raise ValueError(f"StackedParams: num_copies must be >= 1, got {num_copies}.")
-        if any(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters()):
-            raise ValueError(
-                "StackedParams: the module has lazy (uninitialised) parameters; give it explicit "
-                "input sizes or run it once on an example input before stacking."
-            )
-        copies = []
-        for _ in range(num_copies):
-            c = copy.deepcopy(module)
-            if reset_parameters:
-                _reinit(c)
-            copies.append(c)
         self.num_copies = num_copies
+        self.reset_on_copy = reset_parameters
         self._names = [n for n, _ in module.named_parameters()]
         self._buffer_names = [n for n, _ in module.named_buffers()]
-        self.params = nn.ParameterList(
-            nn.Parameter(torch.stack([dict(c.named_parameters())[n].detach() for c in copies]))
+        lazy = any(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters())
+        if lazy:
+            if self._buffer_names:
+                raise ValueError(
+                    "StackedParams: a lazy module with buffers cannot be stacked; give it explicit "
+                    "input sizes."
+                )
+            # Placeholders an optimizer can hold now; the first call() materialises them in place.
+            self.params = nn.ParameterList(
+                nn.parameter.UninitializedParameter() for _ in self._names
+            )
+            self._template = [module]
+            self._lazy = True
+            return
+        self._lazy = False
+        self._stack(module)
+
+    def _stack(self, module: nn.Module) -> None:
+        copies = []
+        for _ in range(self.num_copies):
+            c = copy.deepcopy(module)
+            if self.reset_on_copy:
+                _reinit(c)
+            copies.append(c)
+        stacked = [
+            torch.stack([dict(c.named_parameters())[n].detach() for c in copies])
             for n in self._names
-        )
+        ]
+        if self._lazy:
+            with torch.no_grad():
+                for placeholder, value in zip(self.params, stacked, strict=True):
+                    placeholder.materialize(value.shape, device=value.device, dtype=value.dtype)
+                    placeholder.copy_(value)
+        else:
+            self.params = nn.ParameterList(nn.Parameter(value) for value in stacked)
         for i, n in enumerate(self._buffer_names):
             self.register_buffer(
                 f"buffer_{i}", torch.stack([dict(c.named_buffers())[n] for c in copies])
             )
         # The template runs on "meta": functional_call swaps every tensor in, so it holds none.
         self._template = [copy.deepcopy(module).to("meta")]
+        self._lazy = False
+
+    def _materialize(self, inputs: tuple[torch.Tensor, ...], dims: tuple[int | None, ...]) -> None:
+        """Size the lazy template on one copy's slice of ``inputs``, then stack its copies."""
+        template = self._template[0]
+        sliced = tuple(
+            x if d is None else x.select(d, 0) for x, d in zip(inputs, dims, strict=True)
+        )
+        with torch.no_grad():
+            template(*sliced)
+        self._stack(template)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Name -> stacked tensor (parameters and buffers), leading dim = copies."""
@@ -85,8 +122,10 @@ class StackedParams(nn.Module):
         Returns:
             The stacked outputs.
         """
-        template = self._template[0]
         dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(inputs)
+        if self._lazy:
+            self._materialize(inputs, dims)
+        template = self._template[0]
 
         def one(tensors: dict[str, torch.Tensor], *xs: torch.Tensor) -> torch.Tensor:
             return functional_call(template, tensors, xs)

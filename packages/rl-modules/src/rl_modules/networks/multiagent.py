@@ -63,7 +63,9 @@ class MultiAgentMLP(_MultiAgentNet):
       Centralised with shared parameters gives the same output to every agent.
 
     Args:
-        n_agent_inputs: features per agent.
+        n_agent_inputs: features per agent, or ``None`` to read them from the
+            first input (lazy layers; the parameters are materialised in place by
+            the first call, so an optimizer may be built before it).
         n_agent_outputs: outputs per agent.
         n_agents: number of agents.
         centralized: see above.
@@ -85,7 +87,7 @@ class MultiAgentMLP(_MultiAgentNet):
 
     def __init__(
         self,
-        n_agent_inputs: int,
+        n_agent_inputs: int | None,
         n_agent_outputs: int,
         n_agents: int,
         *,
@@ -97,11 +99,9 @@ class MultiAgentMLP(_MultiAgentNet):
         activation_class: type[nn.Module] = nn.Tanh,
         **mlp_kwargs: object,
     ) -> None:
-        if n_agent_inputs is None:
-            raise ValueError(
-                "MultiAgentMLP: n_agent_inputs is required (lazy sizes not supported)."
-            )
-        in_features = n_agent_inputs * n_agents if centralized else n_agent_inputs
+        in_features = n_agent_inputs
+        if centralized and n_agent_inputs is not None:
+            in_features = n_agent_inputs * n_agents
         template = MLP(
             in_features=in_features,
             out_features=n_agent_outputs,
