@@ -140,6 +140,9 @@ def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: st
         counts["error"] += n
         for name in {m for e in collect_errors for m in e["missing"]}:
             blocked[name] += n
+        for pattern in API_GAPS:
+            for match in pattern.finditer(collect_errors[0]["message"]):
+                signatures[" ".join(g for g in match.groups() if g)] += n
         failures.append("collection error: " + collect_errors[0]["message"][-1500:])
     return {
         "file": rel,
