@@ -241,8 +241,14 @@ def write_report(labels: list[str], command: str) -> None:
     ]
     for label in labels:
         meta = data[label]["meta"]
-        lines.append(f"- **{label}**: measured at `{meta['head']}` on {meta['date']} "
-                     f"(`{meta['command']}`), wall {meta['wall_min']:.0f} min.")  # fmt: skip
+        heads = sorted({s["head"] for s in data[label]["files"].values() if s.get("head")})
+        at = (
+            f"`{meta['head']}`"
+            if len(heads) <= 1
+            else "commits " + ", ".join(f"`{h}`" for h in heads) + f" (last: `{meta['head']}`)"
+        )
+        lines.append(f"- **{label}**: measured at {at}, finished {meta['date']} "
+                     f"(`{meta['command']}`), {meta['wall_min']:.0f} min of pytest wall time.")  # fmt: skip
     lines += ["", "## Totals by area", ""]
     head = "| area | " + " | ".join(f"{lb} passed / in scope | {lb} rate" for lb in labels) + " |"
     lines += [head, "|---|" + "---:|---:|" * len(labels)]
@@ -359,6 +365,7 @@ def _save(label: str, summary: dict, src: Path | None, argv: list[str] | None) -
     path = RESULTS / f"{label}.json"
     saved = json.loads(path.read_text()) if path.exists() else {"files": {}}
     summary = {k: v for k, v in summary.items() if k != "tail"}
+    summary["head"] = _head(src)[:7]
     summary["failures"] = summary["failures"][:50]
     saved["files"][summary["file"]] = summary
     saved["meta"] = {
