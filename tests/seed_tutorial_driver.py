@@ -84,7 +84,11 @@ def main(sections_path: str, results_path: str) -> None:
             lines = traceback.format_exception(type(error), error, error.__traceback__)
             results[name] = {"status": "error", "error": "".join(lines[-12:])}
         results[name]["seconds"] = f"{time.perf_counter() - start:.2f}"
-        results["_total"] = {"status": "ok", "error": "", "seconds": f"{time.perf_counter() - t0:.2f}"}
+        results["_total"] = {
+            "status": "ok",
+            "error": "",
+            "seconds": f"{time.perf_counter() - t0:.2f}",
+        }
         with open(results_path, "w") as f:
             json.dump(results, f)
 
