@@ -12,16 +12,22 @@ from rl_llm.modules import (
     Tokens,
     TransformersWrapper,
 )
+from rl_llm.objectives import GRPOLoss, GRPOLossOutput, MCAdvantage, SFTLoss, SFTLossOutput
 
 __version__ = _version("rl-llm")
 
 __all__ = [
     "CHATML_TEMPLATE",
     "ChatHistory",
+    "GRPOLoss",
+    "GRPOLossOutput",
     "History",
     "LLMWrapperBase",
     "LogProbs",
+    "MCAdvantage",
     "Masks",
+    "SFTLoss",
+    "SFTLossOutput",
     "Text",
     "Tokens",
     "TransformersWrapper",

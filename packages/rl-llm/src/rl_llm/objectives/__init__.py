@@ -1,0 +1,23 @@
+"""LLM losses: GRPO (with Dr. GRPO and DAPO variants), group-relative advantages, SFT."""
+
+from rl_llm.objectives.functional import (
+    aggregate,
+    clipped_surrogate,
+    group_relative_advantage,
+    kl_k3,
+)
+from rl_llm.objectives.grpo import GRPOLoss, GRPOLossOutput
+from rl_llm.objectives.mc_advantage import MCAdvantage
+from rl_llm.objectives.sft import SFTLoss, SFTLossOutput
+
+__all__ = [
+    "GRPOLoss",
+    "GRPOLossOutput",
+    "MCAdvantage",
+    "SFTLoss",
+    "SFTLossOutput",
+    "aggregate",
+    "clipped_surrogate",
+    "group_relative_advantage",
+    "kl_k3",
+]
