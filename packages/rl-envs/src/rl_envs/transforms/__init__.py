@@ -3,6 +3,7 @@
 from rl_envs.transforms.action import ActionScaling, FlattenAction
 from rl_envs.transforms.action_discretizer import ActionDiscretizer
 from rl_envs.transforms.action_mask import ActionMask
+from rl_envs.transforms.burn_in import BurnInTransform
 from rl_envs.transforms.cat_frames import CatFrames
 from rl_envs.transforms.cat_tensors import CatTensors
 from rl_envs.transforms.clip import ClipTransform
@@ -11,6 +12,7 @@ from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
 from rl_envs.transforms.frame_skip import FrameSkipTransform
+from rl_envs.transforms.hash import Hash
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from rl_envs.transforms.init_tracker import InitTracker
 from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
@@ -41,6 +43,7 @@ __all__ = [
     "ActionMask",
     "ActionScaling",
     "BinarizeReward",
+    "BurnInTransform",
     "CatFrames",
     "CatTensors",
     "CenterCrop",
@@ -56,6 +59,7 @@ __all__ = [
     "FlattenObservation",
     "FrameSkipTransform",
     "GrayScale",
+    "Hash",
     "InitTracker",
     "NextObservationDelta",
     "NoopResetEnv",
