@@ -2,7 +2,9 @@
 
 from importlib.metadata import version as _version
 
+from rl_llm.collectors import AsyncLLMCollector, LLMCollector, TransformersUpdater
 from rl_llm.data import CHATML_TEMPLATE, History, add_chat_template, make_arithmetic_problems
+from rl_llm.envs import ChatEnv, DatasetChatEnv, LLMTransform
 from rl_llm.modules import (
     ChatHistory,
     LLMWrapperBase,
@@ -13,25 +15,50 @@ from rl_llm.modules import (
     TransformersWrapper,
 )
 from rl_llm.objectives import GRPOLoss, GRPOLossOutput, MCAdvantage, SFTLoss, SFTLossOutput
+from rl_llm.sandbox import PythonSandbox, SandboxResult
+from rl_llm.transforms import (
+    AnswerRewardParser,
+    FormatReward,
+    KLRewardTransform,
+    PolicyVersion,
+    PythonInterpreter,
+    extract_answer,
+    normalize_answer,
+)
 
 __version__ = _version("rl-llm")
 
 __all__ = [
     "CHATML_TEMPLATE",
+    "AnswerRewardParser",
+    "AsyncLLMCollector",
+    "ChatEnv",
     "ChatHistory",
+    "DatasetChatEnv",
+    "FormatReward",
     "GRPOLoss",
     "GRPOLossOutput",
     "History",
+    "KLRewardTransform",
+    "LLMCollector",
+    "LLMTransform",
     "LLMWrapperBase",
     "LogProbs",
     "MCAdvantage",
     "Masks",
+    "PolicyVersion",
+    "PythonInterpreter",
+    "PythonSandbox",
     "SFTLoss",
     "SFTLossOutput",
+    "SandboxResult",
     "Text",
     "Tokens",
+    "TransformersUpdater",
     "TransformersWrapper",
     "__version__",
     "add_chat_template",
+    "extract_answer",
     "make_arithmetic_problems",
+    "normalize_answer",
 ]

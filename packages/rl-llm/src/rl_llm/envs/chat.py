@@ -310,7 +310,9 @@ class ChatEnv:
         """The root of the next turn: ``"next"`` without reward, plus the data entries
         (``"query"``, ``"answer"``...) of the transition's root; the policy's entries stay behind."""
         nxt = transition.get("next")
-        root = nxt.exclude(*self.reward_keys)
+        # A new structure (leaves shared): the policy writes into the root's containers
+        # (e.g. ("history", "full")) and must not write into the stored transition.
+        root = nxt.exclude(*self.reward_keys).clone(False)
         present = set(root.keys())
         for key in transition.keys():  # noqa: SIM118 (iterating a TensorDict iterates its first dim)
             if key not in present and key not in (

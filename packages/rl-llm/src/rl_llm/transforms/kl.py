@@ -28,8 +28,10 @@ class KLRewardTransform(LLMTransform):
 
     Args:
         ref_model: a callable TensorDict -> TensorDict that writes ``log_prob_key``
-            (e.g. ``TransformersWrapper(ref, generate=False)``); its parameters are
-            frozen here.
+            for the very tokens the policy generated, e.g.
+            ``TransformersWrapper(ref, tokenizer=tok, generate=False, input_mode="tokens")``
+            (scoring ``("tokens", "full")``; re-rendering the History could tokenize the
+            reply differently); its parameters are frozen here.
         coef: the KL coefficient.
         log_prob_key: where both models' per-token log-probs are.
         mask_key: the reference output's mask of the tokens to count.
@@ -75,16 +77,13 @@ class KLRewardTransform(LLMTransform):
         self.assistant_only = assistant_only
 
     def _rows(self, td: TensorDictBase, key: NestedKey, who: str) -> list[torch.Tensor]:
-        value = td.get(key, None)
-        if value is None:
+        rows = [row.get(key, None) for row in td.unbind(0)]  # ragged (lazily stacked) or dense
+        if any(row is None for row in rows):
             raise KeyError(
                 f"KLRewardTransform: {who} wrote no {key!r}; it needs per-token log-probs there "
-                f"(keys: {sorted(map(str, td.keys(True)))})."
+                f"(keys: {sorted(map(str, td.keys()))})."
             )
-        return [
-            row.reshape(-1)
-            for row in (value.unbind(0) if isinstance(value, torch.Tensor) else value)
-        ]
+        return [row.reshape(-1) for row in rows]
 
     def kl(self, tensordict: TensorDictBase) -> torch.Tensor:
         """The per-row KL estimate ``[B, 1]`` of the replies in ``tensordict`` (the step input)."""
@@ -93,7 +92,9 @@ class KLRewardTransform(LLMTransform):
             scored = self.ref_model(tensordict.copy())
         ref_lp = self._rows(scored, self.log_prob_key, "the reference model")
         masks: list[torch.Tensor | None] = [None] * len(ref_lp)
-        if self.assistant_only and scored.get(self.mask_key, None) is not None:
+        if self.assistant_only and all(
+            row.get(self.mask_key, None) is not None for row in scored.unbind(0)
+        ):
             masks = self._rows(scored, self.mask_key, "the reference model")
         out = []
         for i, (lp, rlp, mask) in enumerate(zip(policy_lp, ref_lp, masks, strict=True)):
