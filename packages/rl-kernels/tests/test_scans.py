@@ -198,3 +198,22 @@ def test_tensor_gamma_broadcasts():
     per_step = torch.full((2, 8, 1), GAMMA, dtype=torch.float64)
     adv, _ = scans.generalized_advantage_estimate(per_step, LMBDA, *(d[k] for k in keys))
     torch.testing.assert_close(adv, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_td_lambda_advantage_and_per_step_gamma(backend):
+    d = _data((3,), 10, torch.float64, seed=7)
+    keys = ("next_value", "reward", "done", "terminated")
+    adv = scans.td_lambda_advantage_estimate(
+        GAMMA, LMBDA, d["value"], *(d[k] for k in keys), backend=backend
+    )
+    expected = ref.td_lambda(GAMMA, LMBDA, *(d[k] for k in keys)) - d["value"]
+    torch.testing.assert_close(adv, expected)
+    # a per-step gamma tensor (TorchRL's rolling_gamma=True): constant here, so same result
+    gamma = torch.full(d["reward"].shape, GAMMA, dtype=torch.float64)
+    ret = scans.td_lambda_return_estimate(
+        gamma, LMBDA, *(d[k] for k in keys), True, backend=backend
+    )
+    torch.testing.assert_close(ret, expected + d["value"])
+    with pytest.raises(NotImplementedError, match="rolling_gamma=False"):
+        scans.td_lambda_return_estimate(gamma, LMBDA, *(d[k] for k in keys), False)

@@ -300,6 +300,7 @@ def td_lambda_return_estimate(
     reward: torch.Tensor,
     done: torch.Tensor,
     terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
     backend: str = "auto",
@@ -316,6 +317,8 @@ def td_lambda_return_estimate(
         reward: same shape.
         done: bool, same shape.
         terminated: bool, same shape (``done`` when ``None``).
+        rolling_gamma: TorchRL's argument; only ``None`` / ``True`` (each step's gamma
+            discounts the step after it, the usual recursion) is supported.
         time_dim: the time dimension.
         backend: ``"auto"``, ``"triton"`` or ``"torch"``.
 
@@ -328,6 +331,11 @@ def td_lambda_return_estimate(
         >>> td_lambda_return_estimate(1.0, 0.5, nv, torch.zeros(2, 1), d).squeeze(-1)
         tensor([1., 1.])
     """
+    if rolling_gamma is False:
+        raise NotImplementedError(
+            "rolling_gamma=False (each gamma tied to the whole upcoming trajectory) is not "
+            "supported; use rolling_gamma=None or True."
+        )
     if terminated is None:
         terminated = done
     time_dim = check_inputs(
@@ -376,6 +384,7 @@ def td_lambda_advantage_estimate(
     reward: torch.Tensor,
     done: torch.Tensor,
     terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
     backend: str = "auto",
@@ -396,6 +405,7 @@ def td_lambda_advantage_estimate(
         reward,
         done,
         terminated,
+        rolling_gamma,
         time_dim=time_dim,
         backend=backend,
     )
