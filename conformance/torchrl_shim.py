@@ -75,6 +75,8 @@ HAS_FLAG_LIBS = {
     "zstandard": ("zstandard",),
     "matplotlib": ("matplotlib",),
     "vllm": ("vllm",),
+    "vc": ("vc_models",),
+    "r3m": ("r3m",),
 }
 
 STRICT = os.environ.get("CONFORMANCE_STRICT", "0") == "1"
