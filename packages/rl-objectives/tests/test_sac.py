@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as Fn
 from objectives_testlib import (
@@ -162,3 +163,48 @@ def test_discrete_sac_matches_plain_torch():
     torch.testing.assert_close(
         out["loss_alpha"], (-loss.log_alpha * ((p * p.log()).sum(-1).detach() + te)).mean()
     )
+
+
+def _v(vnet, obs, params=None):
+    if params is None:
+        return vnet.module(obs).squeeze(-1)
+    flat = {k.removeprefix("module."): v for k, v in params.flatten_keys(".").items()}
+    return torch.func.functional_call(vnet.module, flat, (obs,)).squeeze(-1)
+
+
+def test_sac_v1_with_a_value_network_against_plain_torch():
+    from objectives_testlib import make_value
+
+    torch.manual_seed(0)
+    actor, vnet = make_tanh_actor(), make_value()
+    loss = SACLoss(actor, make_qvalue(), vnet, gamma=0.9, alpha_init=0.5, loss_function="l2")
+    assert loss.out_keys[-1] == "loss_value" and loss.target_value_network_params is not None
+    td = transitions(16)
+    torch.manual_seed(3)
+    out = loss(td)
+    q1, q2 = loss.qvalue_network
+    tq = loss.target_qvalue_network_params
+    obs, act = td["observation"], td["action"]
+    with torch.no_grad():
+        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(
+            -1
+        ).float() * _v(vnet, td["next", "observation"], loss.target_value_network_params)
+    # critic 1 regresses the first half of the batch, critic 2 the second half
+    pred = torch.cat([_q(q1, obs[:8], act[:8]), _q(q2, obs[8:], act[8:])])
+    torch.testing.assert_close(out["loss_qvalue"], ((pred - y) ** 2).mean())
+    torch.testing.assert_close(td["td_error"], (pred.detach() - y) ** 2)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        d = actor.get_dist(td.select("observation"))
+        a = d.rsample()
+        v_target = torch.minimum(
+            _q(q1, obs, a, tq["0"]), _q(q2, obs, a, tq["1"])
+        ) - 0.5 * d.log_prob(a)
+    torch.testing.assert_close(out["loss_value"], ((_v(vnet, obs) - v_target) ** 2).mean())
+    out["loss_value"].backward()
+    assert all(p.grad is not None for p in vnet.parameters())
+    assert all(p.grad is None for p in actor.parameters())
+    with pytest.raises(RuntimeError, match="split evenly"):
+        loss(transitions(15))
+    no_delay = SACLoss(actor, make_qvalue(), make_value(), delay_value=False)
+    assert not hasattr(no_delay, "target_value_network_params")

@@ -37,6 +37,11 @@ class A2CLoss(LossModule):
         gamma: discount for the estimator (else its default, 0.99).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         clip_value: clip the value prediction around the stored ``state_value``.
+        separate_losses: parameters the critic shares with the actor get no critic gradient.
+        advantage_key, value_target_key: removed in TorchRL (raise; use ``set_keys``).
+        functional: TorchRL's switch; the networks are always called as they are here
+            (never copied), and with ``False`` the ``*_network_params`` properties are ``None``.
+        actor, critic: aliases of ``actor_network`` and ``critic_network``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -75,7 +80,7 @@ class A2CLoss(LossModule):
 
     def __init__(
         self,
-        actor_network: nn.Module,
+        actor_network: nn.Module | None = None,
         critic_network: nn.Module | None = None,
         *,
         entropy_bonus: bool = True,
@@ -86,9 +91,20 @@ class A2CLoss(LossModule):
         gamma: float | None = None,
         reduction: str | None = None,
         clip_value: float | None = None,
+        separate_losses: bool = False,
+        advantage_key: NestedKey | None = None,
+        value_target_key: NestedKey | None = None,
+        functional: bool = True,
+        actor: nn.Module | None = None,
+        critic: nn.Module | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        actor_network = actor if actor is not None else actor_network
+        critic_network = critic if critic is not None else critic_network
+        self._reject_ctor_keys(advantage_key=advantage_key, value_target_key=value_target_key)
+        self.functional = functional
+        self.separate_losses = separate_losses
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
                 f"A2CLoss needs an actor with get_dist(td); got {type(actor_network).__name__}."
@@ -106,6 +122,14 @@ class A2CLoss(LossModule):
         self.loss_critic_type = loss_critic_type
         self.gamma = gamma
         self.clip_value = clip_value
+
+    def _default_out_keys(self) -> list[str]:
+        keys = ["loss_objective"]
+        if self.critic_coeff is not None:
+            keys.append("loss_critic")
+        if self.entropy_bonus:
+            keys += ["entropy", "loss_entropy"]
+        return keys
 
     def _value_estimator_network(self) -> nn.Module | None:
         return self.critic_network
@@ -136,7 +160,10 @@ class A2CLoss(LossModule):
         if self.critic_coeff is not None:
             target = self._get(td, "value_target")
             old = self._get(td, "value") if self.clip_value else None
-            value = call(self.critic_network, td).get(self.tensor_keys.value)
+            td_in = td.detach() if self.separate_losses else td
+            value = call(self.critic_network, td_in, self._critic_params()).get(
+                self.tensor_keys.value
+            )
             loss, frac = summed_critic_loss(
                 target, value, self.loss_critic_type, self.clip_value, old, td.ndim
             )

@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._keys import get_entry, replace_keys
+from rl_objectives._kwargs import kwargs_to_tensordict
 from rl_objectives._nets import BoundParams
 from rl_objectives.value.registry import ValueEstimators, build_value_estimator
 
@@ -72,7 +73,10 @@ class LossModule(nn.Module):
     * ``set_keys(...)`` over a frozen dataclass of default keys (``default_keys``);
     * ``make_value_estimator(...)`` resolved through :mod:`rl_objectives.value.registry`;
     * reduction (``"mean"``, ``"sum"``, ``"none"``) with optional importance weights;
-    * a ``debug`` flag: non-finite inputs raise.
+    * a ``debug`` flag: non-finite inputs raise;
+    * TorchRL's call with tensors as keywords: ``loss(observation=..., action=...,
+      next_reward=...)`` returns the ``out_keys`` entries as a tuple (one tensor for one
+      key); :meth:`select_out_keys` narrows the output of both kinds of call.
 
     Subclasses set ``default_keys``, ``default_value_estimator``, ``SUPPORTED_VALUE_ESTIMATORS``
     and implement ``forward`` (returning a TensorDict of scalar ``loss_*`` entries plus
@@ -84,6 +88,7 @@ class LossModule(nn.Module):
         pass
 
     default_keys: ClassVar[type] = _AcceptedKeys
+    default_out_keys: ClassVar[tuple[str, ...]] = ()
     default_value_estimator: ClassVar[ValueEstimators | None] = None
     SUPPORTED_VALUE_ESTIMATORS: ClassVar[tuple[Any, ...]] = ()
 
@@ -102,6 +107,61 @@ class LossModule(nn.Module):
         # and registering it twice would duplicate it in state_dict
         self.__dict__["_value_estimator"] = None
         self._value_estimator_hyperparams: dict[str, Any] = {}
+        self._selected_out_keys: list[str] | None = None
+        self.functional = True
+        self.separate_losses = False
+        self._critic_params_cache: TensorDictBase | None = None
+
+    # -- calls with tensors, output keys --------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args or not kwargs or "tensordict" in kwargs:
+            out = super().__call__(*args, **kwargs)
+            if self._selected_out_keys is not None:
+                out = out.select(*self._selected_out_keys)
+            return out
+        out = super().__call__(kwargs_to_tensordict(kwargs, type(self).__name__))
+        keys = self.out_keys or list(out.keys())
+        present = set(out.keys())
+        values = tuple(out.get(key) for key in keys if key in present)
+        return values[0] if len(values) == 1 else values
+
+    def _default_out_keys(self) -> list[str]:
+        """The loss's output keys in TorchRL's order (override when they depend on options)."""
+        return list(self.default_out_keys)
+
+    @property
+    def out_keys(self) -> list[str]:
+        """The entries returned by a call with tensors (in this order), and kept by a call with a
+        TensorDict after :meth:`select_out_keys`."""
+        if self._selected_out_keys is not None:
+            return list(self._selected_out_keys)
+        return self._default_out_keys()
+
+    @out_keys.setter
+    def out_keys(self, keys: list[str]) -> None:
+        self._selected_out_keys = list(keys)
+
+    def select_out_keys(self, *keys: str) -> LossModule:
+        """Keep only ``keys`` in the output (TensorDict calls) and the returned tuple (tensor calls).
+
+        Raises:
+            ValueError: a key that is not one of :attr:`out_keys`.
+        """
+        known = self._default_out_keys()
+        unknown = [k for k in keys if known and k not in known]
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.select_out_keys: {unknown} are not output keys; "
+                f"choose among {known}."
+            )
+        self._selected_out_keys = list(keys)
+        return self
+
+    def reset_out_keys(self) -> LossModule:
+        """Undo :meth:`select_out_keys`."""
+        self._selected_out_keys = None
+        return self
 
     # -- keys -----------------------------------------------------------------------
 
@@ -200,27 +260,58 @@ class LossModule(nn.Module):
         # .to() / .cuda() / .double() replace the parameter tensors: drop stale views
         self._detached.clear()
         self._bound.clear()
+        self._critic_params_cache = None
         return super()._apply(fn, recurse)
+
+    def _critic_params(self) -> TensorDictBase | None:
+        """With ``separate_losses``, the critic's parameters with those shared with the actor
+        detached (so the critic loss trains only the critic's own parameters); else ``None``."""
+        if not self.separate_losses:
+            return None
+        if self._critic_params_cache is None:
+            shared = {id(p) for p in self.actor_network.parameters()}
+            params = self.network_params("critic_network")
+            self._critic_params_cache = params.apply(
+                lambda p: p.detach() if id(p) in shared else p, filter_empty=False
+            )
+        return self._critic_params_cache
+
+    def _reject_ctor_keys(self, **keys: NestedKey | None) -> None:
+        """TorchRL's removed key arguments (``advantage_key=``...): raise, pointing at ``set_keys``."""
+        for name, value in keys.items():
+            if value is not None:
+                raise RuntimeError(
+                    f"{type(self).__name__}: setting '{name}' via the constructor is deprecated, "
+                    f"use .set_keys({name.removesuffix('_key')}=...) instead."
+                )
 
     @property
     def actor_network_params(self) -> TensorDictBase | None:
         """Live actor parameters (TorchRL's attribute), ``None`` without an actor."""
-        return self.network_params("actor_network") if hasattr(self, "actor_network") else None
+        if not self.functional or getattr(self, "actor_network", None) is None:
+            return None
+        return self.network_params("actor_network")
 
     @property
     def critic_network_params(self) -> TensorDictBase | None:
         """Live critic parameters, ``None`` without a critic."""
-        return self.network_params("critic_network") if hasattr(self, "critic_network") else None
+        if not self.functional or getattr(self, "critic_network", None) is None:
+            return None
+        return self.network_params("critic_network")
 
     @property
     def qvalue_network_params(self) -> TensorDictBase | None:
         """Live Q-network parameters, ``None`` without Q-networks."""
-        return self.network_params("qvalue_network") if hasattr(self, "qvalue_network") else None
+        if not self.functional or getattr(self, "qvalue_network", None) is None:
+            return None
+        return self.network_params("qvalue_network")
 
     @property
     def value_network_params(self) -> TensorDictBase | None:
         """Live value-network parameters, ``None`` without one."""
-        return self.network_params("value_network") if hasattr(self, "value_network") else None
+        if not self.functional or getattr(self, "value_network", None) is None:
+            return None
+        return self.network_params("value_network")
 
     # -- value estimator ------------------------------------------------------------
 

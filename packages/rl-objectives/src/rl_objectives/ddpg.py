@@ -76,6 +76,10 @@ class DDPGLoss(LossModule):
         priority_weight: NestedKey = "_weight"
 
     default_keys = _AcceptedKeys
+    default_out_keys = (
+        "loss_actor", "loss_value", "pred_value", "target_value", "pred_value_max",
+        "target_value_max",
+    )  # fmt: skip
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 

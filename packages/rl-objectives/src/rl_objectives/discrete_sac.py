@@ -98,6 +98,7 @@ class DiscreteSACLoss(LossModule):
         priority_weight: NestedKey = "_weight"
 
     default_keys = _AcceptedKeys
+    default_out_keys = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 

@@ -75,6 +75,7 @@ class DQNLoss(LossModule):
         priority_weight: NestedKey = "_weight"
 
     default_keys = _AcceptedKeys
+    default_out_keys = ("loss",)
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
@@ -194,6 +195,7 @@ class DistributionalDQNLoss(LossModule):
         priority_weight: NestedKey = "_weight"
 
     default_keys = _AcceptedKeys
+    default_out_keys = ("loss",)
 
     def __init__(
         self,

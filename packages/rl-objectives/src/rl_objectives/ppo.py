@@ -55,6 +55,10 @@ class PPOLoss(LossModule):
         separate_losses: parameters the critic shares with the actor get no critic gradient.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         clip_value: clip the value prediction around the stored ``state_value`` by this much.
+        advantage_key, value_target_key, value_key: removed in TorchRL (raise; use ``set_keys``).
+        functional: TorchRL's switch; the networks are always called as they are here
+            (never copied), and with ``False`` the ``*_network_params`` properties are ``None``.
+        actor, critic: aliases of ``actor_network`` and ``critic_network``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -95,7 +99,7 @@ class PPOLoss(LossModule):
 
     def __init__(
         self,
-        actor_network: nn.Module,
+        actor_network: nn.Module | None = None,
         critic_network: nn.Module | None = None,
         *,
         entropy_bonus: bool = True,
@@ -110,9 +114,21 @@ class PPOLoss(LossModule):
         separate_losses: bool = False,
         reduction: str | None = None,
         clip_value: float | None = None,
+        advantage_key: NestedKey | None = None,
+        value_target_key: NestedKey | None = None,
+        value_key: NestedKey | None = None,
+        functional: bool = True,
+        actor: nn.Module | None = None,
+        critic: nn.Module | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        actor_network = actor if actor is not None else actor_network
+        critic_network = critic if critic is not None else critic_network
+        self._reject_ctor_keys(
+            advantage_key=advantage_key, value_target_key=value_target_key, value_key=value_key
+        )
+        self.functional = functional
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
                 f"{type(self).__name__} needs an actor with get_dist(td) (e.g. "
@@ -138,29 +154,22 @@ class PPOLoss(LossModule):
         self.gamma = gamma
         self.separate_losses = separate_losses
         self.clip_value = clip_value
-        self._critic_params_cache: TensorDictBase | None = None
+
+    def _default_out_keys(self) -> list[str]:
+        keys = ["loss_objective"]
+        if self.entropy_bonus:
+            keys += ["entropy", "loss_entropy"]
+        if self.critic_network is not None and self.critic_coeff:
+            keys.append("loss_critic")
+        if self.clip_value:
+            keys.append("value_clip_fraction")
+        return keys
 
     def _value_estimator_network(self) -> nn.Module | None:
         return self.critic_network
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
         return estimator_keys(self.tensor_keys, PG_ESTIMATOR_KEYS)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> PPOLoss:
-        self._critic_params_cache = None
-        return super()._apply(fn, recurse)
-
-    def _critic_params(self) -> TensorDictBase | None:
-        """With ``separate_losses``, the critic's parameters with those shared with the actor detached."""
-        if not self.separate_losses:
-            return None
-        if self._critic_params_cache is None:
-            shared = {id(p) for p in self.actor_network.parameters()}
-            params = self.network_params("critic_network")
-            self._critic_params_cache = params.apply(
-                lambda p: p.detach() if id(p) in shared else p, filter_empty=False
-            )
-        return self._critic_params_cache
 
     # -- pieces ---------------------------------------------------------------------
 
@@ -312,7 +321,7 @@ class ClipPPOLoss(PPOLoss):
 
     def __init__(
         self,
-        actor_network: nn.Module,
+        actor_network: nn.Module | None = None,
         critic_network: nn.Module | None = None,
         *,
         clip_epsilon: float | tuple[float, float] = 0.2,
@@ -400,7 +409,7 @@ class KLPENPPOLoss(PPOLoss):
 
     def __init__(
         self,
-        actor_network: nn.Module,
+        actor_network: nn.Module | None = None,
         critic_network: nn.Module | None = None,
         *,
         dtarg: float = 0.01,

@@ -16,6 +16,7 @@ from rl_objectives._nets import (
     BoundParams,
     dist_of,
     make_qvalue_networks,
+    output_of,
     stacked_outputs,
 )
 from rl_objectives.common import (
@@ -32,7 +33,7 @@ __all__ = ["SACLoss"]
 
 
 class SACLoss(LossModule):
-    """Soft actor-critic (the version without a state-value network, "SAC v2").
+    """Soft actor-critic: without a state-value network ("SAC v2"), or with one ("SAC v1").
 
     * ``loss_qvalue = sum_i loss(Q_i(s, a), y)``, ``y = r + gamma * (min_i Q_target_i(s', a') -
       alpha * log pi(a' | s'))`` with ``a' ~ pi(s')``;
@@ -40,13 +41,20 @@ class SACLoss(LossModule):
       detached;
     * ``loss_alpha = -log_alpha * (log pi(a~ | s) + target_entropy)`` (only moves alpha).
 
+    With a ``value_network`` V (SAC v1, arXiv:1801.01290), as TorchRL:
+
+    * the batch is split in ``num_qvalue_nets`` contiguous chunks, critic ``i`` regresses
+      chunk ``i`` on ``y = r + gamma * V_target(s')``;
+    * ``loss_value = loss(V(s), min_i Q_target_i(s, a') - alpha * log pi_target(a' | s))``,
+      ``a' ~ pi_target(s)`` (the actor's target, or detached, parameters).
+
     The actor must offer ``get_dist(td)`` returning a distribution with ``rsample``
     (e.g. ``ProbabilisticTensorDictSequential`` with a tanh-normal).
 
     Args:
         actor_network: the policy.
         qvalue_network: one Q network (copied, re-initialised) or a list of ``num_qvalue_nets``.
-        value_network: must be ``None``; the state-value variant of SAC v1 is not provided.
+        value_network: optional state-value network writing ``state_value`` (SAC v1).
         num_qvalue_nets: number of critics.
         loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
         alpha_init: initial temperature.
@@ -58,6 +66,7 @@ class SACLoss(LossModule):
             ``action_spec``, else from the first batch's actions).
         delay_actor: keep target actor parameters (used for the next action).
         delay_qvalue: keep target critic parameters.
+        delay_value: keep target parameters of ``value_network`` (SAC v1).
         gamma: discount (else the estimator's default, 0.99).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
@@ -106,8 +115,13 @@ class SACLoss(LossModule):
         priority_weight: NestedKey = "_weight"
 
     default_keys = _AcceptedKeys
+    default_out_keys = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
+
+    def _default_out_keys(self) -> list[str]:
+        keys = list(self.default_out_keys)
+        return keys if self.value_network is None else [*keys, "loss_value"]
 
     def __init__(
         self,
@@ -125,17 +139,13 @@ class SACLoss(LossModule):
         target_entropy: str | float = "auto",
         delay_actor: bool = False,
         delay_qvalue: bool = True,
+        delay_value: bool = True,
         gamma: float | None = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
-        if value_network is not None:
-            raise ValueError(
-                "SACLoss here implements SAC without a state-value network (value_network=None); "
-                "the SAC v1 variant with a V network is not provided."
-            )
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
                 "SACLoss needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential); "
@@ -144,6 +154,13 @@ class SACLoss(LossModule):
         self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
         self.convert_to_functional(qnets, "qvalue_network", create_target_params=delay_qvalue)
+        self.delay_value = delay_value
+        if value_network is not None:
+            self.convert_to_functional(
+                value_network, "value_network", create_target_params=delay_value
+            )
+        else:
+            self.value_network = None
         self.temperature = Temperature(alpha_init, min_alpha, max_alpha, fixed_alpha)
         self.num_qvalue_nets = num_qvalue_nets
         self.loss_function = loss_function
@@ -199,6 +216,8 @@ class SACLoss(LossModule):
         alpha = self.temperature.alpha()
         if self._target_entropy is None:
             self._target_entropy = -float(math.prod(action.shape[tensordict.ndim :]))
+        if self.value_network is not None:
+            return self._forward_v1(tensordict, action, alpha, weights)
         # critics
         with torch.no_grad():
             nxt = tensordict.get("next")
@@ -229,5 +248,64 @@ class SACLoss(LossModule):
                 "loss_alpha": loss_alpha,
                 "alpha": alpha,
                 "entropy": -log_prob.detach().mean(),
+            }
+        )
+
+    def _forward_v1(
+        self,
+        tensordict: TensorDictBase,
+        action: torch.Tensor,
+        alpha: torch.Tensor,
+        weights: torch.Tensor | None,
+    ) -> TensorDictBase:
+        """SAC v1: critics on their own chunk of the batch, bootstrapped on V_target; V's loss."""
+        keys = self.tensor_keys
+        n = self.num_qvalue_nets
+        batch = tensordict.shape
+        if batch[0] % n:
+            raise RuntimeError(
+                f"SACLoss (with a value_network): the batch size {tuple(batch)} must split evenly "
+                f"among the num_qvalue_nets={n} critics (each critic trains on its own chunk)."
+            )
+        with torch.no_grad():
+            nxt = tensordict.get("next")
+            next_value = output_of(
+                self.value_network,
+                nxt,
+                keys.value,
+                self._bound_params("value_network", target=True),
+            )
+        target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
+        # every critic on every sample, then critic i keeps its chunk i (the diagonal)
+        pred_all = self._qs(tensordict, action, None).reshape(n, n, -1, *batch[1:])
+        idx = torch.arange(n, device=pred_all.device)
+        pred = pred_all[idx, idx].reshape(batch)
+        td_error = (pred.detach() - target).pow(2)
+        tensordict.set(keys.priority, td_error)
+        loss_q = self._reduce(distance_loss(pred, target, self.loss_function), weights)
+        # state value against the soft value of the target actor and critics
+        value = output_of(self.value_network, tensordict, keys.value, None).squeeze(-1)
+        with torch.no_grad():
+            target_actor = self._bound_params("actor_network", target=True)
+            v_action, v_log_prob = self._sample(tensordict, target_actor)
+            v_q = self._qs(tensordict, v_action, self._bound_params("qvalue_network", target=True))
+            v_target = v_q.amin(0) - alpha * v_log_prob
+        loss_value = self._reduce(distance_loss(value, v_target, self.loss_function), weights)
+        new_action, log_prob = self._sample(tensordict, None)
+        q_new = (
+            self._qs(tensordict, new_action, self._bound_params("qvalue_network", target=False))
+            .min(0)
+            .values
+        )
+        loss_actor = self._reduce(alpha * log_prob - q_new, weights)
+        loss_alpha = self._reduce(self.temperature.loss(log_prob, self._target_entropy), weights)
+        return loss_output(
+            {
+                "loss_actor": loss_actor,
+                "loss_qvalue": loss_q,
+                "loss_alpha": loss_alpha,
+                "alpha": alpha,
+                "entropy": -log_prob.detach().mean(),
+                "loss_value": loss_value,
             }
         )

@@ -99,6 +99,10 @@ class TD3Loss(LossModule):
         priority_weight: NestedKey = "_weight"
 
     default_keys = _AcceptedKeys
+    default_out_keys = (
+        "loss_actor", "loss_qvalue", "pred_value", "state_action_value_actor",
+        "next_state_value", "target_value",
+    )  # fmt: skip
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
