@@ -15,6 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 from tensordict import is_tensor_collection
 
+from rl_buffers._transforms import BufferTransforms
 from rl_buffers.samplers.base import Sampler
 from rl_buffers.samplers.random import RandomSampler
 from rl_buffers.storages.base import Storage
@@ -53,8 +54,14 @@ class ReplayBuffer:
         transform: any callable applied to each sampled batch (TensorDict -> TensorDict).
             If it also has an ``inv`` method (an env transform, e.g.
             ``CatFrames(as_inverse=True)``), TensorDicts written by :meth:`extend` /
-            :meth:`add` go through ``transform.inv`` first, as in TorchRL.
+            :meth:`add` go through ``transform.inv`` first, as in TorchRL. More can be
+            added with :meth:`append_transform` / :meth:`insert_transform`.
         batch_size: the default of :meth:`sample`.
+        generator: the ``torch.Generator`` of every random draw of the sampler (same
+            seed, same samples); ``None``: torch's global generator. See :meth:`set_rng`.
+        compilable: accepted for TorchRL compatibility and passed to the default
+            storage; the storages here keep no multiprocessing bookkeeping, so every
+            one can be read under ``torch.compile``.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -76,8 +83,12 @@ class ReplayBuffer:
         prefetch: int | None = None,
         transform: Callable[[Any], Any] | None = None,
         batch_size: int | None = None,
+        generator: torch.Generator | None = None,
+        compilable: bool | None = None,
     ) -> None:
-        self._storage = storage if storage is not None else ListStorage(1000)
+        self._storage = (
+            storage if storage is not None else ListStorage(1000, compilable=bool(compilable))
+        )
         self._sampler = sampler if sampler is not None else RandomSampler()
         self._writer = writer if writer is not None else self._default_writer()
         self._writer.register_storage(self._storage)
@@ -85,7 +96,9 @@ class ReplayBuffer:
             collate_fn = stack_items if isinstance(self._storage, ListStorage) else None
         self._collate_fn = collate_fn
         self._pin_memory = pin_memory
-        self._transform = transform
+        self._transforms = BufferTransforms()
+        if transform is not None:
+            self._transforms.append(transform)
         self._batch_size = batch_size
         self._prefetch = int(prefetch or 0)
         self._lock = threading.RLock()
@@ -93,6 +106,64 @@ class ReplayBuffer:
         self._futures: collections.deque[Future] = collections.deque()
         if hasattr(self._storage, "set_ignored_keys"):
             self._storage.set_ignored_keys(self._ignored_keys())
+        self._rng: torch.Generator | None = None
+        if generator is not None:
+            self.set_rng(generator)
+
+    def set_rng(self, generator: torch.Generator | None) -> None:
+        """Use ``generator`` for every random draw of the sampler (TorchRL's ``set_rng``).
+
+        Examples:
+            >>> from rl_buffers import LazyTensorStorage
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), generator=torch.Generator().manual_seed(0))
+            >>> _ = rb.extend(torch.arange(10))
+            >>> first = rb.sample(4)
+            >>> rb.set_rng(torch.Generator().manual_seed(0))
+            >>> bool((rb.sample(4) == first).all())
+            True
+        """
+        self._rng = generator
+        for part in (self._storage, self._sampler, self._writer):
+            part._rng = generator
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator of the sampler's draws (``None``: torch's global one)."""
+        return self._rng
+
+    def append_transform(
+        self, transform: Callable[[Any], Any], *, invert: bool = False
+    ) -> ReplayBuffer:
+        """Adds a transform after the others (TorchRL's API); returns the buffer.
+
+        Args:
+            transform: a callable ``data -> data`` applied to sampled (and indexed) data,
+                in order; its ``inv`` method, if any, runs on written TensorDicts.
+            invert: swap the two: ``transform`` runs on :meth:`extend` / :meth:`add`
+                and its ``inv`` (if any) on reads.
+
+        Examples:
+            >>> from rl_buffers import LazyTensorStorage
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=2)
+            >>> _ = rb.append_transform(lambda x: x + 1, invert=True).append_transform(lambda x: x * 10)
+            >>> _ = rb.extend(torch.zeros(4))
+            >>> rb.sample().tolist()
+            [10.0, 10.0]
+        """
+        self._transforms.append(transform, invert)
+        return self
+
+    def insert_transform(
+        self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
+    ) -> ReplayBuffer:
+        """Inserts a transform at position ``index`` of the list (see :meth:`append_transform`)."""
+        self._transforms.insert(index, transform, invert)
+        return self
+
+    @property
+    def transform(self) -> BufferTransforms:
+        """The buffer's transforms (``len``, indexing)."""
+        return self._transforms
 
     def _default_writer(self) -> Any:
         return RoundRobinWriter()
@@ -138,9 +209,8 @@ class ReplayBuffer:
         The whole batch is checked against the storage's keys, shapes and dtypes
         before anything is written: a bad batch raises and leaves the buffer unchanged.
         """
-        inv = getattr(self._transform, "inv", None)
-        if callable(inv) and is_tensor_collection(data):
-            data = inv(data)
+        if self._transforms:
+            data = self._transforms.write(data)
         with self._lock:
             self._futures.clear()
             index = self._writer.extend(data)
@@ -165,8 +235,8 @@ class ReplayBuffer:
         data = self._post_sample(data, info, written)
         if self._pin_memory:
             data = data.pin_memory()
-        if self._transform is not None:
-            data = self._transform(data)
+        if self._transforms:
+            data = self._transforms.read(data)
         return data, info
 
     def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
@@ -224,9 +294,31 @@ class ReplayBuffer:
                 return
 
     def __getitem__(self, index: Any) -> Any:
-        index = torch.as_tensor(index, dtype=torch.long)
-        data = self._storage.get(index.reshape(-1) if self._storage.ndim == 1 else index)
-        return self._collate_fn(data) if self._collate_fn is not None else data
+        """Stored items by position, as TorchRL's ``rb[...]``: an int gives one item, a slice,
+        a list or a tensor of positions give a batch (``[n, 2]`` ``(env, time)`` pairs for
+        2-d storages), a key (``rb["obs"]``) that entry of every item. Transforms apply.
+
+        Examples:
+            >>> from rl_buffers import LazyTensorStorage
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend(torch.arange(5.0))
+            >>> rb[:3].tolist(), float(rb[-1])
+            ([0.0, 1.0, 2.0], 4.0)
+        """
+        if isinstance(index, str) or (
+            isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)
+        ):
+            return self[:][index]
+        with self._lock:
+            if isinstance(index, torch.Tensor) and self._storage.ndim == 2:
+                data = self._storage.get(index)
+            else:
+                data = self._storage[index]
+        if not isinstance(index, int) and self._collate_fn is not None:
+            data = self._collate_fn(data)
+        if self._transforms:
+            data = self._transforms.read(data)
+        return data
 
     # -- priorities --------------------------------------------------------------------
     def update_priority(self, index: Any, priority: Any) -> None:

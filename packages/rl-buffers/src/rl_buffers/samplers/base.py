@@ -22,6 +22,9 @@ class Sampler:
     """
 
     ran_out: bool = False
+    # The generator random draws use (``None``: torch's global one); set by
+    # ``ReplayBuffer(generator=...)`` / ``ReplayBuffer.set_rng`` (TorchRL's attribute name).
+    _rng: torch.Generator | None = None
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         raise NotImplementedError

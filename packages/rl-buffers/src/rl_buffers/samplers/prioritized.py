@@ -128,7 +128,8 @@ class PrioritizedSampler(Sampler):
             raise RuntimeError(
                 "all priorities are zero: update them with positive values (or use eps > 0)."
             )
-        mass = torch.rand(batch_size, dtype=self.dtype, device=self.device) * p_sum
+        mass = torch.rand(batch_size, dtype=self.dtype, device=self.device, generator=self._rng)
+        mass = mass * p_sum
         position = self._sum_tree.scan_lower_bound(mass).clamp_max_(end - 1)
         p = self._sum_tree[position]
         weight = torch.pow(p / p_min, -self.beta)

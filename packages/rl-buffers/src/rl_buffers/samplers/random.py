@@ -23,11 +23,16 @@ class RandomSampler(Sampler):
     """
 
     def __init__(self, generator: torch.Generator | None = None) -> None:
-        self.generator = generator
+        self._rng = generator
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator of the draws (``None``: torch's global one)."""
+        return self._rng
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         n = check_not_empty(storage)
-        flat = torch.randint(n, (batch_size,), generator=self.generator)
+        flat = torch.randint(n, (batch_size,), generator=self._rng)
         return storage.unravel(flat), {}
 
 
@@ -64,7 +69,7 @@ class SamplerWithoutReplacement(Sampler):
         self.ran_out = False
 
     def _new_epoch(self, n: int) -> None:
-        self._perm = torch.randperm(n) if self.shuffle else torch.arange(n)
+        self._perm = torch.randperm(n, generator=self._rng) if self.shuffle else torch.arange(n)
         self._pos = 0
         self._len = n
         self.ran_out = False

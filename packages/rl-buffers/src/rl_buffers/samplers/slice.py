@@ -115,7 +115,7 @@ class SliceSampler(Sampler):
         start, length = trajs.start[chosen], trajs.length[chosen]
         span = length.clamp(max=slice_len)
         if anchor is None:
-            offset = (torch.rand(chosen.shape) * (length - span + 1)).long()
+            offset = (torch.rand(chosen.shape, generator=self._rng) * (length - span + 1)).long()
         else:  # the slice contains `anchor` and stays inside its trajectory
             offset = (anchor - start).clamp(max=length - span)
         steps = torch.arange(slice_len)
@@ -128,7 +128,7 @@ class SliceSampler(Sampler):
         n_slices, slice_len = self._shape(batch_size)
         trajs = self.trajectories(storage)
         eligible = self._eligible(trajs, slice_len)
-        chosen = eligible[torch.randint(eligible.numel(), (n_slices,))]
+        chosen = eligible[torch.randint(eligible.numel(), (n_slices,), generator=self._rng)]
         flat, valid = self._slices(trajs, chosen, slice_len)
         return storage.unravel(flat), self._markers(valid)
 
@@ -207,7 +207,11 @@ class SliceSamplerWithoutReplacement(SliceSampler):
             self._epoch_key = key
         if self._perm is None or self._epoch_key != key or self.ran_out:
             eligible = self._eligible(trajs, slice_len)
-            self._perm = eligible[torch.randperm(eligible.numel())] if self.shuffle else eligible
+            self._perm = (
+                eligible[torch.randperm(eligible.numel(), generator=self._rng)]
+                if self.shuffle
+                else eligible
+            )
             self._pos, self._epoch_key, self.ran_out = 0, key, False
         chosen = self._perm[self._pos : self._pos + n_slices]
         if self.drop_last and chosen.numel() < n_slices:

@@ -17,6 +17,7 @@ class ListStorage(Storage):
     Args:
         max_size: the capacity. Default: ``1000`` (TorchRL's default storage size).
         device: unused, kept for TorchRL compatibility.
+        compilable: TorchRL's flag, kept (see :attr:`Storage.compilable`).
 
     Examples:
         >>> storage = ListStorage(3)
@@ -26,8 +27,13 @@ class ListStorage(Storage):
     """
 
     def __init__(
-        self, max_size: int | None = None, *, device: torch.device | str | None = None
+        self,
+        max_size: int | None = None,
+        *,
+        device: torch.device | str | None = None,
+        compilable: bool = False,
     ) -> None:
+        self._compilable = bool(compilable)
         self.max_size = 1000 if max_size is None else int(max_size)
         if self.max_size < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}.")

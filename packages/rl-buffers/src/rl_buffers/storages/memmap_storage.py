@@ -35,6 +35,7 @@ class LazyMemmapStorage(TensorStorage):
         ndim: 1 (items) or 2 (``[envs, time]``).
         existsok: reopen ``scratch_dir`` if it already holds a storage.
         check_memory: check the disk has room before creating the files.
+        compilable: TorchRL's flag, kept (see :attr:`Storage.compilable`).
 
     Raises:
         PermissionError: ``scratch_dir`` cannot be created or written.
@@ -59,8 +60,11 @@ class LazyMemmapStorage(TensorStorage):
         ndim: int = 1,
         existsok: bool = False,
         check_memory: bool = True,
+        compilable: bool = False,
     ) -> None:
-        super().__init__(max_size, device=device, ndim=ndim, check_memory=check_memory)
+        super().__init__(
+            max_size, device=device, ndim=ndim, check_memory=check_memory, compilable=compilable
+        )
         if scratch_dir is None:
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="rl_buffers_memmap_"))
             self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)

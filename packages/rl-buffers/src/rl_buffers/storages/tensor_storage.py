@@ -33,6 +33,7 @@ class TensorStorage(Storage):
             :mod:`rl_buffers.storages._compact`).
         check_memory: compute the bytes to allocate first and raise
             :class:`~rl_buffers.StorageMemoryError` if they cannot fit.
+        compilable: TorchRL's flag, kept (see :attr:`Storage.compilable`).
     """
 
     def __init__(
@@ -43,7 +44,9 @@ class TensorStorage(Storage):
         ndim: int = 1,
         compact_keys: Sequence[NestedKey] | None = None,
         check_memory: bool = True,
+        compilable: bool = False,
     ) -> None:
+        self._compilable = bool(compilable)
         if int(max_size) < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}.")
         if ndim not in (1, 2):
@@ -352,6 +355,7 @@ class LazyTensorStorage(TensorStorage):
         ndim: 1 (items) or 2 (``[envs, time]``).
         compact_keys: observation keys stored once, ``("next", key)`` derived on read.
         check_memory: check that the allocation fits first. Default: ``True``.
+        compilable: TorchRL's flag, kept (see :attr:`Storage.compilable`).
 
     Examples:
         >>> from tensordict import TensorDict

@@ -1,0 +1,66 @@
+"""The transforms of a replay buffer: applied in order on reads, inverted in reverse on writes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tensordict import is_tensor_collection
+
+
+@dataclass(frozen=True)
+class _Entry:
+    transform: Callable[[Any], Any]
+    invert: bool  # True: ``transform`` runs on writes and its ``inv`` (if any) on reads
+
+
+def _inverse(transform: Any) -> Callable[[Any], Any] | None:
+    inv = getattr(transform, "inv", None)
+    return inv if callable(inv) else None
+
+
+class BufferTransforms:
+    """An ordered list of transforms, as TorchRL's ``Compose`` inside a replay buffer.
+
+    Any callable works. On :meth:`read` (sampling, indexing) each transform is called
+    in order; on :meth:`write` (``extend`` / ``add``) the inverse of each (its ``inv``
+    method, e.g. an env transform's; nothing for a plain function) is called in reverse
+    order. A transform added with ``invert=True`` swaps the two: it runs on writes and
+    its ``inv`` on reads. Env-transform inverses only see TensorDicts.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[_Entry] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, index: int) -> Callable[[Any], Any]:
+        return self._entries[index].transform
+
+    def insert(self, index: int, transform: Callable[[Any], Any], invert: bool = False) -> None:
+        if not callable(transform):
+            raise TypeError(
+                f"a replay-buffer transform must be callable (data -> data); got {type(transform).__name__}."
+            )
+        self._entries.insert(index, _Entry(transform, invert))
+
+    def append(self, transform: Callable[[Any], Any], invert: bool = False) -> None:
+        self.insert(len(self._entries), transform, invert)
+
+    def read(self, data: Any) -> Any:
+        for entry in self._entries:
+            if not entry.invert:
+                data = entry.transform(data)
+            elif (inv := _inverse(entry.transform)) is not None and is_tensor_collection(data):
+                data = inv(data)
+        return data
+
+    def write(self, data: Any) -> Any:
+        for entry in reversed(self._entries):
+            if entry.invert:
+                data = entry.transform(data)
+            elif (inv := _inverse(entry.transform)) is not None and is_tensor_collection(data):
+                data = inv(data)
+        return data
