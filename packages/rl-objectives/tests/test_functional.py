@@ -269,3 +269,43 @@ def test_non_bool_done_is_rejected():
     v = torch.zeros(5, 1)
     with pytest.raises(TypeError, match="done must be a bool"):
         F.td1_return_estimate(0.9, v, v, torch.zeros(5, 1))
+
+
+def _lambda_return_loop(gamma_k, lmbda, nv, r, done, term, k):
+    """TD(lambda) return from step k with the constant discount gamma_k (plain loop, 1-D)."""
+    g = None
+    for i in reversed(range(k, r.shape[0])):
+        cut = bool(done[i]) or i == r.shape[0] - 1
+        nxt = nv[i] if cut else (1 - lmbda) * nv[i] + lmbda * g
+        g = r[i] + gamma_k * (1.0 - float(term[i])) * nxt
+    return g
+
+
+@pytest.mark.parametrize("lmbda", [1.0, 0.6])
+def test_rolling_gamma_false_discounts_each_start_with_its_own_gamma(lmbda):
+    torch.manual_seed(0)
+    t = 7
+    r, nv, gamma = torch.randn(t, 1), torch.randn(t, 1), torch.rand(t, 1)
+    done = torch.zeros(t, 1, dtype=torch.bool)
+    done[3] = True
+    term = torch.zeros(t, 1, dtype=torch.bool)
+    term[5] = True
+    if lmbda == 1.0:
+        got = F.td1_return_estimate(gamma, nv, r, done | term, term, rolling_gamma=False)
+    else:
+        got = F.td_lambda_return_estimate(gamma, lmbda, nv, r, done | term, term, False)
+    d = done | term
+    ref = torch.stack(
+        [
+            _lambda_return_loop(gamma[k, 0], lmbda, nv[:, 0], r[:, 0], d[:, 0], term[:, 0], k)
+            for k in range(t)
+        ]
+    )
+    torch.testing.assert_close(got.squeeze(-1), ref)
+    # the default (rolling) reading ties gamma[i] to step i instead
+    rolling = F.vec_td1_return_estimate(gamma, nv, r, d, term, rolling_gamma=True)
+    torch.testing.assert_close(rolling, F.td1_return_estimate(gamma, nv, r, d, term))
+    adv = F.td1_advantage_estimate(gamma, nv, nv, r, d, term, False)
+    torch.testing.assert_close(adv, F.td1_return_estimate(gamma, nv, r, d, term, False) - nv)
+    with pytest.raises(RuntimeError, match="time-sensitive gamma"):
+        F.td1_return_estimate(0.9, nv, r, d, term, rolling_gamma=False)

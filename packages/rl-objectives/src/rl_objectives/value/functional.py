@@ -18,6 +18,8 @@ the ``vec_*`` names are aliases kept so that ported code runs unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rl_objectives.value._scan import reverse_linear_scan
@@ -85,6 +87,46 @@ def _last_step(like: torch.Tensor, time_dim: int) -> torch.Tensor:
     shape = [1] * like.ndim
     shape[time_dim] = steps
     return mask.view(shape)
+
+
+def _fixed_gamma_per_start(
+    rolling: Callable[..., torch.Tensor],
+    gamma: Scalar,
+    lmbda: Scalar,
+    tensors: tuple[torch.Tensor, ...],
+    time_dim: int,
+) -> torch.Tensor:
+    """``rolling_gamma=False``: the return from step ``k`` discounts its whole future with
+    ``gamma[k]`` (and ``lmbda[k]``). Each start gets its own copy of the sequence (a new leading
+    dim of size ``T``, so ``O(T^2)`` memory) and keeps its own step on the diagonal."""
+    ref = tensors[1]
+    steps = ref.shape[time_dim]
+    td = time_dim % ref.ndim + 1  # the time dim once a leading "start" dim is added
+
+    def per_start(x: Scalar) -> Scalar:
+        if not isinstance(x, torch.Tensor) or x.shape != ref.shape:
+            return x
+        starts = x.movedim(time_dim, 0).unsqueeze(td)  # [T(start), ..., 1 (time), ...]
+        return starts.expand(steps, *ref.shape)
+
+    expanded = tuple(t.unsqueeze(0).expand(steps, *t.shape) for t in tensors)
+    out = rolling(per_start(gamma), per_start(lmbda), *expanded, time_dim=td)
+    return torch.diagonal(out, dim1=0, dim2=td).movedim(-1, time_dim)
+
+
+def _check_rolling(
+    rolling_gamma: bool | None, gamma: Scalar, lmbda: Scalar, like: torch.Tensor
+) -> bool:
+    """``rolling_gamma`` resolved (``None`` means ``True``); ``False`` needs per-step gammas."""
+    if rolling_gamma is None or rolling_gamma:
+        return True
+    per_step = any(isinstance(x, torch.Tensor) and x.shape == like.shape for x in (gamma, lmbda))
+    if not per_step:
+        raise RuntimeError(
+            "rolling_gamma=False is expected only with time-sensitive gamma (or lmbda) values: "
+            f"pass gamma as a tensor of the inputs' shape {tuple(like.shape)}."
+        )
+    return False
 
 
 def discounted_cumsum(x: torch.Tensor, discount: Scalar, *, time_dim: int = -2) -> torch.Tensor:
@@ -244,6 +286,7 @@ def td_lambda_return_estimate(
     reward: torch.Tensor,
     done: torch.Tensor,
     terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
 ) -> torch.Tensor:
@@ -259,6 +302,10 @@ def td_lambda_return_estimate(
         reward: same shape.
         done: bool, same shape.
         terminated: bool, same shape (``done`` when ``None``).
+        rolling_gamma: with per-step ``gamma`` (or ``lmbda``) tensors, ``True`` (default) ties
+            each one to its own step (``G[t]`` uses ``gamma[t]``, ``gamma[t+1]``...); ``False``
+            makes the return from step ``k`` use ``gamma[k]`` for its whole future (TorchRL's
+            two readings). ``False`` with scalar factors raises.
         time_dim: the time dimension.
 
     Examples:
@@ -273,6 +320,14 @@ def td_lambda_return_estimate(
     _check(
         time_dim, next_state_value=next_state_value, reward=reward, done=done, terminated=terminated
     )
+    if not _check_rolling(rolling_gamma, gamma, lmbda, reward):
+        return _fixed_gamma_per_start(
+            td_lambda_return_estimate,
+            gamma,
+            lmbda,
+            (next_state_value, reward, done, terminated),
+            time_dim,
+        )
     boot = gamma * _not(terminated, reward)
     cut = done | _last_step(reward, time_dim)
     cut_f = cut.to(reward.dtype)
@@ -288,10 +343,11 @@ def td_lambda_advantage_estimate(
     reward: torch.Tensor,
     done: torch.Tensor,
     terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
 ) -> torch.Tensor:
-    """TD(lambda) return minus ``state_value``.
+    """TD(lambda) return minus ``state_value`` (``rolling_gamma``: see :func:`td_lambda_return_estimate`).
 
     Examples:
         >>> z = torch.zeros(2, 1)
@@ -301,7 +357,7 @@ def td_lambda_advantage_estimate(
     """
     _check(time_dim, state_value=state_value, next_state_value=next_state_value)
     ret = td_lambda_return_estimate(
-        gamma, lmbda, next_state_value, reward, done, terminated, time_dim=time_dim
+        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim=time_dim
     )
     return ret - state_value
 
@@ -312,10 +368,13 @@ def td1_return_estimate(
     reward: torch.Tensor,
     done: torch.Tensor,
     terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
 ) -> torch.Tensor:
     """TD(1) (Monte-Carlo) return, bootstrapped at truncations and at the last step.
+
+    ``rolling_gamma``: see :func:`td_lambda_return_estimate`.
 
     Examples:
         >>> r = torch.ones(3, 1)
@@ -324,7 +383,7 @@ def td1_return_estimate(
         tensor([3., 2., 1.])
     """
     return td_lambda_return_estimate(
-        gamma, 1.0, next_state_value, reward, done, terminated, time_dim=time_dim
+        gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim=time_dim
     )
 
 
@@ -335,10 +394,11 @@ def td1_advantage_estimate(
     reward: torch.Tensor,
     done: torch.Tensor,
     terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
     *,
     time_dim: int = -2,
 ) -> torch.Tensor:
-    """TD(1) return minus ``state_value``.
+    """TD(1) return minus ``state_value`` (``rolling_gamma``: see :func:`td_lambda_return_estimate`).
 
     Examples:
         >>> z = torch.zeros(2, 1)
@@ -347,7 +407,15 @@ def td1_advantage_estimate(
         tensor([2., 1.])
     """
     return td_lambda_advantage_estimate(
-        gamma, 1.0, state_value, next_state_value, reward, done, terminated, time_dim=time_dim
+        gamma,
+        1.0,
+        state_value,
+        next_state_value,
+        reward,
+        done,
+        terminated,
+        rolling_gamma,
+        time_dim=time_dim,
     )
 
 
