@@ -39,3 +39,10 @@ def test_callable_returning_another_module_is_refused_when_used() -> None:
         pass
     with pytest.raises(TypeError, match="string, a module or a callable"):
         set_gym_backend(3)
+
+
+def test_also_importable_from_the_gym_module_as_in_torchrl() -> None:
+    from rl_envs.libs import gym as gym_module
+
+    assert gym_module.gym_backend is gym_backend and callable(gym_module.gym_backend)
+    assert gym_module.set_gym_backend is set_gym_backend

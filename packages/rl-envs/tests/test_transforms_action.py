@@ -120,3 +120,13 @@ def test_action_mask_constrains_random_actions():
     assert actions == [0, 1, 2, 3, 0, 1, 2, 3]
     with pytest.raises(KeyError, match="action_mask"):
         TransformedEnv(PendulumEnv(), ActionMask()).reset()
+
+
+def test_action_discretizer_sampling_strategy_enum():
+    strategy = ActionDiscretizer.SamplingStrategy
+    assert [s.value for s in strategy] == [0, 1, 2, 3]
+    t = ActionDiscretizer(4, sampling=strategy.HIGH)
+    assert t.sampling == strategy.HIGH and ActionDiscretizer(4).sampling == strategy.MEDIAN
+    t.set_bounds(torch.tensor([-1.0]), torch.tensor([1.0]))
+    assert t.inv(TensorDict(action=torch.tensor([0])))["action"].item() == -0.5
+    assert ActionDiscretizer(4, sampling="low").sampling == strategy.LOW

@@ -4,9 +4,9 @@ from importlib.metadata import version as _version
 
 from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
+from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
 from rl_envs.libs.gym import GymEnv, GymWrapper
-from rl_envs.libs.gym_backend import gym_backend, set_gym_backend
 from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,

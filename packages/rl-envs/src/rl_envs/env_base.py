@@ -695,11 +695,13 @@ class EnvBase(torch.nn.Module):
                 the result is ``out[..., :T]``.
 
         Returns:
-            A TensorDict of batch_size ``[*B, T]``, ``T <= max_steps``.
+            A TensorDict of batch_size ``[*B, T]``, ``T <= max_steps``. As in TorchRL,
+            its last dim is named ``"time"`` (``names == [*[None] * len(B), "time"]``)
+            when it is contiguous and not written into ``out``.
         """
         from rl_envs._rollout import run_rollout
 
-        return run_rollout(
+        result = run_rollout(
             self,
             max_steps,
             policy,
@@ -711,6 +713,9 @@ class EnvBase(torch.nn.Module):
             tensordict=tensordict,
             out=out,
         )
+        if out is None and return_contiguous and not result._has_names():
+            result.refine_names(..., "time")
+        return result
 
 
 _STATEFUL_ENVS = (

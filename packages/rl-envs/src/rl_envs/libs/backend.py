@@ -5,7 +5,9 @@ TorchRL can run on ``gym`` or ``gymnasium`` and switches between them with
 accepts ``"gymnasium"``, the ``gymnasium`` module or a callable returning it
 (as a context manager, a decorator or with ``.set()``) and changes nothing;
 any other backend is refused with a clear error. Scripts written for TorchRL
-that pin Gymnasium therefore run unchanged.
+that pin Gymnasium therefore run unchanged. Both names are also importable from
+``rl_envs.libs.gym`` (TorchRL's module). Gymnasium is imported on first use (it is
+an optional extra of this package).
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ import importlib
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
-
-import gymnasium
 
 __all__ = ["gym_backend", "set_gym_backend"]
 
@@ -89,6 +89,4 @@ def gym_backend(submodule: str | None = None) -> ModuleType:
         >>> gym_backend().__name__, gym_backend("spaces").__name__
         ('gymnasium', 'gymnasium.spaces')
     """
-    if submodule is None:
-        return gymnasium
-    return importlib.import_module(f"gymnasium.{submodule}")
+    return importlib.import_module("gymnasium" if submodule is None else f"gymnasium.{submodule}")

@@ -41,9 +41,10 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs.env_base import EnvBase
 from rl_envs.libs import _gym_spaces as gs
 from rl_envs.libs import _state
+from rl_envs.libs.backend import gym_backend, set_gym_backend  # TorchRL exposes them here too
 from rl_envs.specs import Bounded, Categorical, Unbounded
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
 
 _INSTALL = (
     "Gymnasium is not installed: install the extra with `pip install 'rl-envs[gym]'` "

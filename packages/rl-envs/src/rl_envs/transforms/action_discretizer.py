@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any
 
 import torch
@@ -25,7 +26,8 @@ class ActionDiscretizer(Transform):
         num_intervals: bins per action dim (an int, or one per dim).
         action_key: the env's action entry.
         out_action_key: the outer name (default ``action_key``).
-        sampling: ``"median"``, ``"low"``, ``"high"`` or ``"random"`` (or an enum with that name).
+        sampling: an :class:`ActionDiscretizer.SamplingStrategy` (``MEDIAN``, ``LOW``,
+            ``HIGH``, ``RANDOM``) or its name as a string, any case.
         categorical: indices (``True``) or one-hot vectors (``False``).
 
     Example:
@@ -38,6 +40,14 @@ class ActionDiscretizer(Transform):
     """
 
     invertible = True
+
+    class SamplingStrategy(IntEnum):
+        """Where in its bin a discrete action lands (TorchRL's enum)."""
+
+        MEDIAN = 0
+        LOW = 1
+        HIGH = 2
+        RANDOM = 3
 
     def __init__(
         self,
@@ -53,7 +63,7 @@ class ActionDiscretizer(Transform):
         name = str(name).lower()
         if name not in (*_OFFSETS, "random"):
             raise ValueError(f"ActionDiscretizer: unknown sampling {sampling!r}.")
-        self.sampling = name
+        self.sampling = self.SamplingStrategy[name.upper()]
         self.num_intervals = num_intervals
         self.categorical = categorical
         self.action_key = action_key
@@ -80,10 +90,10 @@ class ActionDiscretizer(Transform):
             idx = x.long()
         else:
             idx = torch.stack([c.long().argmax(-1) for c in x.split(nvec.tolist(), dim=-1)], -1)
-        if self.sampling == "random":
+        if self.sampling == self.SamplingStrategy.RANDOM:
             offset = torch.rand(idx.shape, device=x.device)
         else:
-            offset = _OFFSETS[self.sampling]
+            offset = _OFFSETS[self.sampling.name.lower()]
         low, high = self.low.to(x.device), self.high.to(x.device)
         return low + (high - low) * (idx.to(low.dtype) + offset) / nvec.to(low.dtype)
 

@@ -135,6 +135,31 @@ class CatFrames(Transform):
             return tensordict
         return self._stack_trajectories(tensordict)
 
+    def unfolding(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Stacks frames of stored trajectories (TorchRL's name for what :meth:`forward` does).
+
+        The time dim is the one named ``"time"`` (rollouts name their last dim so)
+        or, without names, the last batch dim; a ``"time"`` dim elsewhere raises.
+        Episodes are split at ``done_key``; frames before an episode start are
+        padded (``padding``). Writes ``out_keys`` in place and returns ``tensordict``.
+
+        Example:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> td = TensorDict(obs=torch.arange(3.0).reshape(3, 1), batch_size=[3])
+            >>> CatFrames(N=2, dim=-1, in_keys=["obs"], padding="constant").unfolding(td)["obs"]
+            tensor([[0., 0.],
+                    [0., 1.],
+                    [1., 2.]])
+        """
+        names = tensordict.names if tensordict._has_names() else None
+        if names is not None and "time" in names and names.index("time") != len(names) - 1:
+            raise ValueError(
+                f"CatFrames.unfolding: the 'time' dim must be the last batch dim, got names "
+                f"{names}; transpose the data first (td.transpose(i, -1))."
+            )
+        return self._stack_trajectories(tensordict)
+
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
         """With ``as_inverse=True``: :meth:`forward`'s stacking, on a shallow copy of
         ``tensordict``; otherwise ``tensordict`` unchanged."""
