@@ -108,7 +108,12 @@ class TransformersWrapper(LLMWrapperBase):
         from transformers import GenerationConfig
 
         self.model = model
-        self.generate_kwargs = {**_DEFAULT_GENERATE_KWARGS, **(generate_kwargs or {})}
+        generate_kwargs = dict(generate_kwargs or {})
+        defaults = dict(_DEFAULT_GENERATE_KWARGS)
+        if not generate_kwargs.get("do_sample", True):  # greedy: sampling settings do not apply
+            for key in ("temperature", "top_k", "top_p"):
+                defaults.pop(key)
+        self.generate_kwargs = {**defaults, **generate_kwargs}
         unknown = [k for k in self.generate_kwargs if not hasattr(GenerationConfig(), k)]
         if unknown:
             raise ValueError(
