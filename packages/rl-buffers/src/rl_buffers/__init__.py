@@ -4,6 +4,7 @@ from importlib.metadata import version as _version
 
 from rl_buffers._memory import StorageMemoryError
 from rl_buffers.her import HERReplayBuffer, HindsightStrategy
+from rl_buffers.postprocs import MultiStep
 from rl_buffers.replay_buffer import ReplayBuffer
 from rl_buffers.samplers import (
     PrioritizedSampler,
@@ -13,6 +14,13 @@ from rl_buffers.samplers import (
     SamplerWithoutReplacement,
     SliceSampler,
     SliceSamplerWithoutReplacement,
+)
+from rl_buffers.schedulers import (
+    LambdaScheduler,
+    LinearScheduler,
+    ParameterScheduler,
+    SchedulerList,
+    StepScheduler,
 )
 from rl_buffers.segment_tree import MinSegmentTree, SumSegmentTree
 from rl_buffers.storages import (
@@ -38,10 +46,14 @@ __version__ = _version("rl-buffers")
 __all__ = [
     "HERReplayBuffer",
     "HindsightStrategy",
+    "LambdaScheduler",
     "LazyMemmapStorage",
     "LazyTensorStorage",
+    "LinearScheduler",
     "ListStorage",
     "MinSegmentTree",
+    "MultiStep",
+    "ParameterScheduler",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
     "PrioritizedSliceSampler",
@@ -50,8 +62,10 @@ __all__ = [
     "RoundRobinWriter",
     "Sampler",
     "SamplerWithoutReplacement",
+    "SchedulerList",
     "SliceSampler",
     "SliceSamplerWithoutReplacement",
+    "StepScheduler",
     "Storage",
     "StorageMemoryError",
     "SumSegmentTree",
