@@ -129,16 +129,17 @@ def test_is_in_and_explain_name_the_key():
     assert spec.is_in(td)
 
 
-def test_project_returns_new_td_in_spec_without_touching_input():
+def test_project_writes_into_the_input_as_torchrl():
     spec = make()
     td = spec.rand()
     td["observation"] = torch.full((3, 4), 5.0)
     td["next", "done"] = torch.tensor([[2], [0], [1]])
+    kept = td["next", "reward"]
     out = spec.project(td)
-    assert spec.is_in(out)
-    assert torch.equal(out["observation"], torch.ones(3, 4))
-    assert out["next", "done"].tolist() == [[True], [False], [True]]
-    assert torch.equal(td["observation"], torch.full((3, 4), 5.0))
+    assert out is td and spec.is_in(td)
+    assert torch.equal(td["observation"], torch.ones(3, 4))
+    assert td["next", "done"].tolist() == [[True], [False], [True]]
+    assert td["next", "reward"] is kept  # entries already in their spec are left alone
 
 
 def test_encode_from_numpy_dict():

@@ -73,3 +73,42 @@ def test_binary_unsqueeze_last_dim() -> None:
     assert out.shape == (4, 1) and out.is_in(spec.rand().unsqueeze(-1))
     assert out.squeeze(-1) == spec
     assert spec.unsqueeze(0).shape == (1, 4)
+
+
+def test_type_check_and_clear_device() -> None:
+    import pytest
+
+    spec = Composite(obs=Unbounded(shape=(2,)), n=Categorical(3), device="cpu")
+    td = spec.rand()
+    spec.type_check(td)
+    spec.type_check(td["n"], "n")
+    with pytest.raises(TypeError, match=r"'obs'.*torch.float32"):
+        spec.type_check(td.set("obs", torch.zeros(2, dtype=torch.float64)))
+    assert spec["obs"].clear_device_() is spec["obs"]
+    nested = Composite(inner=Composite(x=Unbounded(shape=(1,)), device="cpu"), device="cpu")
+    assert nested.clear_device_() is nested
+    assert nested.device is None and nested["inner"].device is None
+
+
+def test_cardinality_matches_counts() -> None:
+    from rl_envs import Bounded, Choice
+
+    assert Categorical(5).cardinality() == 5 and OneHot(4).cardinality() == 4
+    assert int(MultiOneHot([2, 3]).cardinality()) == 6
+    assert int(MultiCategorical([2, 3, 4]).cardinality()) == 24
+    assert Bounded(0.0, 1.0, shape=(1,)).cardinality() == float("inf")
+    assert Choice([Categorical(2), Categorical(2)]).cardinality() == 4
+    assert Composite(a=Categorical(3), b=OneHot(2), c=None).cardinality() == 6
+
+
+def test_reserved_keys_and_reset_composite_shape() -> None:
+    import pytest
+
+    spec = Composite(obs=Unbounded(shape=(4, 2)), shape=(4,))
+    for key in ("shape", "device", "dtype", "space"):
+        with pytest.raises(AttributeError, match="cannot be set"):
+            spec[key] = Unbounded(shape=(4, 1))
+    sub = spec.clone()
+    sub.shape = torch.Size(())  # leaves still start with (4,): adopted with the parent's shape
+    spec["sub"] = sub
+    assert spec["sub"].shape == (4,)

@@ -163,6 +163,23 @@ class TensorSpec:
             return False
         return self._in_range(val)
 
+    def type_check(self, value: torch.Tensor, key: Any = None) -> None:
+        """Raises a ``TypeError`` when ``value.dtype`` is not the spec's dtype (TorchRL's check)."""
+        if value.dtype is not self.dtype:
+            where = f" for key {key!r}" if key is not None else ""
+            raise TypeError(
+                f"value.dtype={value.dtype}{where} but {type(self).__name__}.dtype={self.dtype}; "
+                f"cast it with value.to({self.dtype})."
+            )
+
+    def clear_device_(self) -> TensorSpec:
+        """A no-op for leaf specs, which always have a device (Composites can drop theirs)."""
+        return self
+
+    def cardinality(self) -> Any:
+        """The number of values the spec holds (``inf`` for continuous bounded specs)."""
+        raise NotImplementedError(f"cardinality is not defined for {type(self).__name__} specs.")
+
     def contains(self, val: Any) -> bool:
         """Same as :meth:`is_in`."""
         return self.is_in(val)

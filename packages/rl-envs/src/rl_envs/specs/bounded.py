@@ -224,6 +224,10 @@ class Bounded(TensorSpec):
             return val.clamp(self._lo, self._hi)
         return torch.clamp(val, self._space.low, self._space.high)
 
+    def cardinality(self) -> float:
+        """``inf`` (TorchRL's value, for discrete bounds too)."""
+        return float("inf")
+
     # ------------------------------------------------------------- copies
     def _remap(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Bounded:
         low, high = fn(self._space.low), fn(self._space.high)

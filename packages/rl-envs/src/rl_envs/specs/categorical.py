@@ -146,6 +146,10 @@ class Categorical(TensorSpec):
         cats = torch.arange(n, device=self.device).to(self.dtype)
         return cats.view(n, *([1] * self.ndim)).expand(n, *self.shape).clone()
 
+    def cardinality(self) -> int:
+        """The number of categories ``n`` (TorchRL counts one entry)."""
+        return self.space.n
+
     def to_one_hot_spec(self) -> TensorSpec:
         """The :class:`OneHot` spec of the same categories (mask kept), shape ``(*shape, n)``.
 

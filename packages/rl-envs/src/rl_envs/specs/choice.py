@@ -62,6 +62,12 @@ class Choice(TensorSpec):
         super().__init__(first.shape, first.device, first.dtype)
         self._choices = [c.clone() for c in choices]
 
+    def cardinality(self) -> int:
+        """The number of non-tensor choices, or the sum of the spec choices' cardinalities."""
+        if not isinstance(self._choices[0], TensorSpec):
+            return len(self._choices)
+        return int(sum(int(c.cardinality()) for c in self._choices))
+
     @property
     def num_choices(self) -> int:
         """The number of choices."""

@@ -235,10 +235,15 @@ class Composite:
         self[key] = spec
         return self
 
+    _RESERVED = ("shape", "device", "dtype", "space")
+
     def _adopt(self, key: str, value: Any) -> TensorSpec | Composite | None:
-        if (
-            value is None
-        ):  # a declared key without a spec (TorchRL allows it); skipped by rand/is_in
+        if key in self._RESERVED:
+            raise AttributeError(
+                f"Composite entry {key!r} cannot be set: the name is reserved for the "
+                f"Composite's own attribute; pick another key."
+            )
+        if value is None:  # a declared key without a spec (TorchRL allows it): rand/is_in skip it
             return None
         if isinstance(value, Mapping) and not isinstance(value, Composite):
             value = Composite(value, shape=self.shape, device=self._device)
@@ -249,6 +254,13 @@ class Composite:
             )
         vshape = value.shape
         n = len(self.shape)
+        if (
+            isinstance(value, Composite)
+            and vshape[:n] != self.shape
+            and value._leaves_start_with(self.shape)
+        ):
+            value.shape = self.shape  # a Composite whose shape was reset (TorchRL allows it)
+            vshape = value.shape
         if vshape[:n] != self.shape:
             raise ValueError(
                 f"The spec of key {key!r} has shape {tuple(vshape)}, which does not start with the "
@@ -260,6 +272,40 @@ class Composite:
         if self._locked and isinstance(value, Composite):
             value.lock_()
         return value
+
+    def _leaves_start_with(self, shape: torch.Size) -> bool:
+        leaves = [v for v in self.values(True, True) if v is not None]
+        return bool(leaves) and all(v.shape[: len(shape)] == shape for v in leaves)
+
+    def type_check(self, value: Any, key: NestedKey | None = None) -> None:
+        """Checks the dtypes of a TensorDict (or of one entry, with ``key``) against the leaves.
+
+        Raises:
+            TypeError: a dtype differs (the message names the key).
+        """
+        if key is not None:
+            self[key].type_check(value, key)
+            return
+        for k, spec in self.items(True, True):
+            item = value.get(k, None) if spec is not None else None
+            if item is not None:
+                spec.type_check(item, k)
+
+    def clear_device_(self) -> Composite:
+        """Drops the device constraint (here and in nested Composites); returns ``self``."""
+        self._device = None
+        for value in self._specs.values():
+            if isinstance(value, Composite):
+                value.clear_device_()
+        return self
+
+    def cardinality(self) -> Any:
+        """The product of the leaves' cardinalities (0 for an empty Composite)."""
+        n = None
+        for spec in self._specs.values():
+            if spec is not None:
+                n = spec.cardinality() if n is None else n * spec.cardinality()
+        return 0 if n is None else n
 
     def __delitem__(self, key: NestedKey) -> None:
         keys = _key_tuple(key)
@@ -424,13 +470,15 @@ class Composite:
             raise ValueError(f"TensorDict{where} is not in its Composite spec: {reason}.")
 
     def project(self, val: TensorDictBase) -> TensorDictBase:
-        """A shallow copy of ``val`` whose entries are projected into their specs."""
-        out = val.copy()
+        """Projects the entries of ``val`` into their specs IN PLACE (TorchRL's behaviour).
+
+        Entries already in their spec are left as they are. Returns ``val``.
+        """
         for key, spec in self._specs.items():
             item = val.get(key, None)
-            if item is not None and spec is not None:
-                out.set(key, spec.project(item))
-        return out
+            if item is not None and spec is not None and not spec.is_in(item):
+                val.set(key, spec.project(item))
+        return val
 
     def encode(self, vals: Mapping[str, Any], shape: ShapeLike | None = None) -> TensorDict:
         """A TensorDict from a (nested) mapping of numpy arrays / numbers; keys not in the spec raise."""

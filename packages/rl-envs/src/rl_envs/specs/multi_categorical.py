@@ -117,6 +117,10 @@ class MultiCategorical(Categorical):
         """Not supported (the product of the nvec may be huge)."""
         raise NotImplementedError("MultiCategorical.enumerate is not supported.")
 
+    def cardinality(self) -> torch.Tensor:  # type: ignore[override]
+        """The number of joint values of one entry, ``prod(nvec)`` over the last dim."""
+        return self.nvec.reshape(-1, self.nvec.shape[-1])[0].prod()
+
     def to_one_hot_spec(self) -> TensorSpec:
         """The :class:`MultiOneHot` of the same groups, shape ``(*shape[:-1], nvec.sum())``.
 

@@ -84,6 +84,10 @@ class MultiOneHot(OneHot):
         """Masks are not supported by MultiOneHot."""
         raise NotImplementedError("MultiOneHot does not support masks; use OneHot.")
 
+    def cardinality(self) -> torch.Tensor:  # type: ignore[override]
+        """The number of joint values, ``prod(nvec)``."""
+        return torch.as_tensor(self.nvec).prod()
+
     def to_categorical_spec(self) -> TensorSpec:
         """The :class:`MultiCategorical` of the same groups, shape ``(*shape[:-1], len(nvec))``.
 

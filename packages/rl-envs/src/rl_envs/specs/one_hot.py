@@ -132,6 +132,10 @@ class OneHot(TensorSpec):
             out = self._eye[idx.to(self.device)]
         return self._fit_shape(out, self.shape, val)
 
+    def cardinality(self) -> int:
+        """The number of categories ``n``."""
+        return self.space.n
+
     def to_categorical_spec(self) -> TensorSpec:
         """The :class:`Categorical` spec of the same categories (mask kept), shape ``shape[:-1]``.
 

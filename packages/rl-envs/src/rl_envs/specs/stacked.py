@@ -143,6 +143,16 @@ class _LazyStack:
         """Every member moved to a device (or cast to a dtype)."""
         return self._new([s.to(dest) for s in self._specs])
 
+    def cpu(self) -> Any:
+        """Every member on the CPU."""
+        return self.to("cpu")
+
+    def type_check(self, value: Any, key: Any = None) -> None:
+        """Checks each slice along the stack dim against its member's dtypes."""
+        lead = value.ndim - self.ndim
+        for part, spec in zip(value.unbind(lead + self.dim), self._specs, strict=True):
+            spec.type_check(part if key is None else part.get(key), key)
+
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
