@@ -294,3 +294,22 @@ def test_dataset_env_constructor_errors(kwargs, error, match):
 def test_dataset_env_bad_samples(rows, error, match):
     with pytest.raises(error, match=match):
         DatasetChatEnv(dataset=rows).reset()
+
+
+class _Marks(LLMTransform):
+    def _step(self, tensordict, next_tensordict):
+        next_tensordict.set(
+            "success", torch.ones(next_tensordict.batch_size[0], 1, dtype=torch.bool)
+        )
+        return next_tensordict
+
+
+def test_every_root_has_the_layout_of_a_reset_output():
+    env = ChatEnv(batch_size=(2,), max_turns=1).append_transform(_Marks())
+    first = env.reset(_queries("a", "b", answer=["1", "2"]))
+    reset_keys = set(first.keys())
+    _, root = env.step_and_maybe_reset(ScriptedPolicy()(first.clone(False)))
+    # step outputs the root lacks ("success") stay in "next": roots can be stacked with resets
+    assert set(root.keys()) == reset_keys
+    torch.stack([first, root])  # same keys, so a buffer can stack them
+    assert root["answer"] == ["1", "2"]

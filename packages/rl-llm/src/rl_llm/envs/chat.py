@@ -307,22 +307,38 @@ class ChatEnv:
 
     # -- loops ------------------------------------------------------------------------------
     def next_root(self, transition: TensorDictBase) -> TensorDictBase:
-        """The root of the next turn: ``"next"`` without reward, plus the data entries
-        (``"query"``, ``"answer"``...) of the transition's root; the policy's entries stay behind."""
+        """The root of the next turn, with the layout of the transition's root.
+
+        Entries of ``"next"`` that the root also has (the conversation, the done flags,
+        ``"turn"``, a policy version) move up; step outputs the root lacks (rewards,
+        ``"success"``...) stay behind, so every root has the layout of a reset output;
+        the root's other entries (``"query"``, ``"answer"``...) are carried, and the
+        policy's outputs (``"text"``, ``"tokens"``, ``"log_probs"``...) are dropped.
+        """
         nxt = transition.get("next")
+        root_keys = set(transition.keys())
+        keep = [key for key in nxt.keys() if key in root_keys and key not in self.reward_keys]  # noqa: SIM118
         # A new structure (leaves shared): the policy writes into the root's containers
         # (e.g. ("history", "full")) and must not write into the stored transition.
-        root = nxt.exclude(*self.reward_keys).clone(False)
-        present = set(root.keys())
+        root = nxt.select(*keep).clone(False)
+        history = root.get("history", None)
+        if history is not None:
+            root.set("history", type(history)(prompt=history.prompt, batch_size=history.batch_size))
+        skip = {"next", "_reset", *POLICY_KEYS, *self.reward_keys, *keep}
         for key in transition.keys():  # noqa: SIM118 (iterating a TensorDict iterates its first dim)
-            if key not in present and key not in (
-                "next",
-                "_reset",
-                *POLICY_KEYS,
-                *self.reward_keys,
-            ):
+            if key not in skip:
                 root.set(key, transition.get(key))
         return root
+
+    def _post_step_mdp_hooks(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Marks, per docs/contract.md, that a stored transition lacks what the next root needs.
+
+        The next root carries the conversation (non-tensor) and the query's data, which a
+        collector that stores tensor leaves only does not keep; such collectors therefore
+        build each root with :meth:`step_and_maybe_reset` (which uses :meth:`next_root`)
+        rather than from a stored transition. The hook itself leaves the root unchanged.
+        """
+        return tensordict
 
     def step_and_maybe_reset(
         self, tensordict: TensorDictBase

@@ -7,6 +7,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase, lazy_stack
 
 from rl_llm.data.history import History
@@ -94,7 +95,8 @@ class PythonInterpreter(LLMTransform):
         rows = []
         for prompt, message in zip(prompts.unbind(0), messages, strict=True):
             if message is not None:
-                prompt = prompt.append(History(role=self.tool_role, content=message), inplace=False)
+                tool = History(role=self.tool_role, content=message, is_complete=torch.tensor(True))
+                prompt = prompt.append(tool, inplace=False)
             rows.append(prompt)
         history = next_tensordict.get("history")
         history.prompt = lazy_stack(rows)
