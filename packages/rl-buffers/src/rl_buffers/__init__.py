@@ -3,6 +3,7 @@
 from importlib.metadata import version as _version
 
 from rl_buffers._memory import StorageMemoryError
+from rl_buffers.ensemble import ReplayBufferEnsemble
 from rl_buffers.her import HERReplayBuffer, HindsightStrategy
 from rl_buffers.postprocs import MultiStep
 from rl_buffers.replay_buffer import ReplayBuffer
@@ -24,6 +25,7 @@ from rl_buffers.schedulers import (
 )
 from rl_buffers.segment_tree import MinSegmentTree, SumSegmentTree
 from rl_buffers.storages import (
+    CompressedListStorage,
     LazyMemmapStorage,
     LazyTensorStorage,
     ListStorage,
@@ -44,6 +46,7 @@ from rl_buffers.writers import (
 __version__ = _version("rl-buffers")
 
 __all__ = [
+    "CompressedListStorage",
     "HERReplayBuffer",
     "HindsightStrategy",
     "LambdaScheduler",
@@ -59,6 +62,7 @@ __all__ = [
     "PrioritizedSliceSampler",
     "RandomSampler",
     "ReplayBuffer",
+    "ReplayBufferEnsemble",
     "RoundRobinWriter",
     "Sampler",
     "SamplerWithoutReplacement",

@@ -1,8 +1,16 @@
 """Storages: where replay buffers keep their items."""
 
 from rl_buffers.storages.base import Storage
+from rl_buffers.storages.compressed_list_storage import CompressedListStorage
 from rl_buffers.storages.list_storage import ListStorage
 from rl_buffers.storages.memmap_storage import LazyMemmapStorage
 from rl_buffers.storages.tensor_storage import LazyTensorStorage, TensorStorage
 
-__all__ = ["LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"]
+__all__ = [
+    "CompressedListStorage",
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "Storage",
+    "TensorStorage",
+]
