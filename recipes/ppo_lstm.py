@@ -1,7 +1,7 @@
 """Recurrent PPO (Schulman et al., 2017, arXiv:1707.06347) with an LSTM on a partially observed task.
 
 CartPole-v1 with its two velocities masked out (an ``ObservationNorm`` with a 0/1 scale
-zeroes them): from positions alone the task needs memory. Actor and critic share one
+zeroes them, and scales the positions): from positions alone the task needs memory. Actor and critic share one
 LSTM (``LSTMModule`` from rl_kernels, or rl_modules' with ``--modules rl_modules``: the
 same keys, the same weights, the same numbers); the envs carry its state, and each
 epoch replays whole ``[envs, steps]`` sequences in sequence mode from the stored state.
@@ -48,6 +48,7 @@ from rl_envs import (
     GymEnv,
     InitTracker,
     ObservationNorm,
+    RewardScaling,
     RewardSum,
     StepCounter,
     TransformedEnv,
@@ -62,8 +63,10 @@ class Config(RunConfig):
 
     env: str = "CartPole-v1"
     """Gymnasium id of the task (discrete actions)."""
-    visible: str = "0,2"
-    """Observation entries the agent sees (the others are zeroed); CartPole: 0 = x, 2 = angle."""
+    obs_scale: str = "0.5,0,5,0"
+    """Per-entry observation scale; 0 hides an entry (CartPole: x and angle to about unit range, velocities hidden)."""
+    reward_scale: float = 0.1
+    """Scale of the training rewards (keeps the shared LSTM's value loss near the policy loss)."""
     modules: str = "rl_kernels"
     """Package of LSTMModule / set_recurrent_mode: rl_kernels or rl_modules."""
     num_envs: int = 16
@@ -120,16 +123,16 @@ def recurrent_api(cfg: Config) -> tuple[type, Any]:
     return package.LSTMModule, package.set_recurrent_mode
 
 
-def make_env(cfg: Config, num_envs: int, lstm: nn.Module) -> TransformedEnv:
+def make_env(cfg: Config, num_envs: int, lstm: nn.Module, train: bool = True) -> TransformedEnv:
     kwargs = {"categorical_action_encoding": True}
     base = (
         GymEnv(cfg.env, num_envs=num_envs, **kwargs) if num_envs > 1 else GymEnv(cfg.env, **kwargs)
     )
-    obs_dim = base.observation_spec["observation"].shape[-1]
-    scale = torch.zeros(obs_dim)
-    scale[[int(i) for i in cfg.visible.split(",")]] = 1.0
+    scale = torch.tensor([float(v) for v in cfg.obs_scale.split(",")])
     mask = ObservationNorm(loc=0.0, scale=scale, in_keys=["observation"])
     env = TransformedEnv(base, Compose(DoubleToFloat(), mask, StepCounter(), RewardSum()))
+    if train:  # after RewardSum: the logged episode returns stay in the task's units
+        env.append_transform(RewardScaling(loc=0.0, scale=cfg.reward_scale))
     env.append_transform(InitTracker())
     env.append_transform(lstm.make_tensordict_primer())
     return env
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     lstm, actor, critic = make_agent(cfg, obs_dim, action_spec.space.n, action_spec)
     env = make_env(cfg, cfg.num_envs, lstm)
     env.set_seed(cfg.seed)
-    eval_env = make_env(cfg, 1, lstm)
+    eval_env = make_env(cfg, 1, lstm, train=False)
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=None)
     loss_fn = ClipPPOLoss(
         actor,
