@@ -103,7 +103,7 @@ def test_ddpg_networks():
 
 def test_noisy_linear_train_eval_and_reset():
     torch.manual_seed(0)
-    layer = NoisyLinear(4, 3, std_init=0.5)
+    layer = NoisyLinear(4, 3, std_init=0.5, use_exploration_type=False)
     x = torch.randn(2, 4)
     layer.eval()
     torch.testing.assert_close(layer(x), x @ layer.weight_mu.T + layer.bias_mu)
@@ -129,3 +129,21 @@ def test_state_independent_scale_is_tensordicts_learned_parameter() -> None:
     module = AddStateIndependentNormalScale(2, init_value=-1.0)
     _, scale = module(torch.randn(7, 2))
     torch.testing.assert_close(scale, torch.full((7, 2), torch.exp(torch.tensor(-1.0)).item()))
+
+
+def test_noisy_linear_noise_follows_the_exploration_type_by_default():
+    from rl_modules import ExplorationType, set_exploration_type
+
+    torch.manual_seed(0)
+    layer = NoisyLinear(4, 3)
+    torch.testing.assert_close(layer.weight_sigma, torch.full((3, 4), 0.5 / 2))
+    torch.testing.assert_close(layer.bias_sigma, torch.full((3,), 0.5 / 3**0.5))
+    x = torch.randn(2, 4)
+    plain = x @ layer.weight_mu.T + layer.bias_mu
+    torch.testing.assert_close(layer(x), plain)  # training mode alone adds no noise
+    with set_exploration_type(ExplorationType.RANDOM):
+        w = layer.weight_mu + layer.weight_sigma * layer.weight_epsilon
+        noisy = x @ w.T + layer.bias_mu + layer.bias_sigma * layer.bias_epsilon
+        torch.testing.assert_close(layer(x), noisy)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        torch.testing.assert_close(layer(x), plain)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from rl_modules import OneHotOrdinal, Ordinal
@@ -53,3 +54,23 @@ def test_shapes_ranges_and_finite_gradients():
     for dist in (Ordinal(scores=scores), OneHotOrdinal(scores=scores)):
         dist.log_prob(dist.sample()).sum().backward()
         assert not torch.isnan(scores.grad).any()
+
+
+@pytest.mark.parametrize("use_vmap", [False, True])
+def test_safe_tanh_atanh_round_trip_has_unit_gradient_even_when_saturated(use_vmap):
+    from rl_modules import safeatanh, safetanh
+
+    x = (torch.linspace(-25, 25, 11, dtype=torch.double)).requires_grad_(True)
+    if use_vmap:
+        y = torch.vmap(safetanh, (0, None))(x, 1e-6)
+        back = torch.vmap(safeatanh, (0, None))(y, 1e-6)
+    else:
+        y, back = safetanh(x, 1e-6), None
+        back = safeatanh(y, 1e-6)
+    assert bool((y.abs() <= 1 - 1e-6).all())
+    back.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones_like(x))
+    # away from saturation, plain tanh / atanh
+    z = torch.tensor([-0.5, 0.3], dtype=torch.double)
+    torch.testing.assert_close(safetanh(z, 1e-6), z.tanh())
+    torch.testing.assert_close(safeatanh(z, 1e-6), z.atanh())

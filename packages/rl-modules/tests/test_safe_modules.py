@@ -98,7 +98,7 @@ def test_tanh_module_bounds_from_spec_or_arguments():
         TensorDict(loc=torch.full((1,), 100.0), batch_size=[1])
     )
     assert clamped["loc"].item() < 1.0
-    with pytest.raises(ValueError, match="does not match the spec"):
+    with pytest.raises(ValueError, match=r"The minimum value \(-3\) provided to TanhModule"):
         TanhModule(["act"], low=-3, spec=spec)
     with pytest.raises(ValueError, match="same length"):
         TanhModule(["a", "b"], ["c"])
@@ -171,3 +171,31 @@ def test_gsde_in_a_probabilistic_actor_with_safe_projection():
     with set_exploration_type(ExplorationType.RANDOM):
         actor(td)
     assert spec.is_in(td["action"]) and td["_eps_gSDE"].shape == (16, 2, 3)
+
+
+def test_probabilistic_actor_generator_makes_sampling_reproducible():
+    from tensordict.nn import NormalParamExtractor
+
+    from rl_modules import TanhNormal
+
+    net = TensorDictModule(
+        torch.nn.Sequential(torch.nn.Linear(3, 4), NormalParamExtractor()),
+        ["observation"],
+        ["loc", "scale"],
+    )
+    td = TensorDict(observation=torch.randn(5, 3), batch_size=[5])
+    actions = []
+    for _ in range(2):
+        actor = ProbabilisticActor(
+            net, in_keys=["loc", "scale"], distribution_class=TanhNormal, generator=7
+        )
+        with set_exploration_type(ExplorationType.RANDOM):
+            actions.append(actor(td.clone())["action"])
+    torch.testing.assert_close(actions[0], actions[1])
+
+
+def test_tanh_module_exposes_torchrl_buffer_names():
+    m = TanhModule([("a", "c")], low=-2.0, high=3.0)
+    assert float(m.a_c_low) == -2.0 and float(m.a_c_high) == 3.0
+    assert m.non_trivial == {("a", "c"): True}
+    assert TanhModule(["x"]).non_trivial == {"x": False}

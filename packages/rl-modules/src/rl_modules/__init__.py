@@ -32,6 +32,8 @@ from rl_modules.distributions import (
     TanhDelta,
     TanhNormal,
     TruncatedNormal,
+    safeatanh,
+    safetanh,
 )
 from rl_modules.exploration import (
     AdditiveGaussianModule,
@@ -133,6 +135,8 @@ __all__ = [
     "exploration_type",
     "gSDEModule",
     "recurrent_mode",
+    "safeatanh",
+    "safetanh",
     "set_exploration_type",
     "set_recurrent_mode",
 ]

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from tensordict.nn import (
     InteractionType,
@@ -70,6 +71,9 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         cache_dist: keep the last distribution (see tensordict).
         n_empirical_estimate: samples for ``MEAN`` when the distribution has no mean.
         safe: project the action into ``spec`` (``spec.project``) after sampling.
+        generator: the random generator of the sampler (a ``torch.Generator``, a
+            seed, or a TensorDict key holding one), as tensordict's
+            ``ProbabilisticTensorDictModule``.
 
     Examples:
         >>> import torch
@@ -105,6 +109,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         cache_dist: bool = False,
         n_empirical_estimate: int = 1000,
         safe: bool = False,
+        generator: torch.Generator | int | NestedKey | None = None,
     ) -> None:
         if not isinstance(module, TensorDictModuleBase):
             raise TypeError(
@@ -134,6 +139,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
             log_prob_key=log_prob_key,
             cache_dist=cache_dist,
             n_empirical_estimate=n_empirical_estimate,
+            generator=generator,
         )
         super().__init__(module, sampler)
         self.spec = as_composite(spec, out_keys[:1], type(self).__name__)

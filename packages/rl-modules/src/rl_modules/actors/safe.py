@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from tensordict.nn import (
     InteractionType,
@@ -78,7 +79,7 @@ class SafeProbabilisticModule(ProbabilisticTensorDictModule):
         safe: project the sample into ``spec``.
         default_interaction_type, distribution_class, distribution_kwargs,
             return_log_prob, log_prob_key, cache_dist, n_empirical_estimate,
-            num_samples: as :class:`~tensordict.nn.ProbabilisticTensorDictModule`
+            num_samples, generator: as :class:`~tensordict.nn.ProbabilisticTensorDictModule`
             (``distribution_class`` defaults to :class:`~rl_modules.Delta`).
 
     Examples:
@@ -106,6 +107,7 @@ class SafeProbabilisticModule(ProbabilisticTensorDictModule):
         cache_dist: bool = False,
         n_empirical_estimate: int = 1000,
         num_samples: int | None = None,
+        generator: torch.Generator | int | NestedKey | None = None,
     ) -> None:
         super().__init__(
             in_keys=in_keys,
@@ -118,6 +120,7 @@ class SafeProbabilisticModule(ProbabilisticTensorDictModule):
             cache_dist=cache_dist,
             n_empirical_estimate=n_empirical_estimate,
             num_samples=num_samples,
+            generator=generator,
         )
         _check_safe(safe, spec, type(self).__name__)
         self.spec = as_composite(spec, list(self.out_keys)[:1], type(self).__name__)

@@ -19,11 +19,13 @@ def _bound(
 ) -> torch.Tensor:
     if value is None:
         return from_spec if from_spec is not None else torch.tensor(default)
+    given = value
     value = torch.as_tensor(value, dtype=torch.get_default_dtype())
     if from_spec is not None and bool((value != from_spec).any()):
+        which = "minimum" if name == "low" else "maximum"
         raise ValueError(
-            f"{who}: {name}={value.tolist()} does not match the spec's {name} "
-            f"{from_spec.tolist()}; give one of them only."
+            f"The {which} value ({given}) provided to {who} does not match the action spec one "
+            f"({from_spec.tolist()}); give {name}= or spec=, not both."
         )
     return value
 
@@ -77,7 +79,9 @@ class TanhModule(TensorDictModuleBase):
             )
         self.in_keys, self.out_keys, self.clamp, self.spec = in_keys, out_keys, clamp, spec
         self._bounds: list[tuple[str, str]] = []
-        for i, key in enumerate(out_keys):
+        # buffers named "<out_key>_low" / "<out_key>_high" (nested keys joined by "_"), as TorchRL
+        self.non_trivial: dict[NestedKey, bool] = {}
+        for key in out_keys:
             leaf = spec
             if is_composite(spec):
                 leaf = spec[key] if key in spec.keys(True, True) else None
@@ -87,11 +91,14 @@ class TanhModule(TensorDictModuleBase):
             lo = _bound(low, spec_low, -1.0, "low", who)
             hi = _bound(high, spec_high, 1.0, "high", who)
             if bool((hi < lo).any()):
-                raise ValueError(f"{who}: got high < low for {key!r}.")
-            self.register_buffer(f"_low_{i}", lo)
-            self.register_buffer(f"_high_{i}", hi)
-            trivial = bool((lo == -1).all()) and bool((hi == 1).all())
-            self._bounds.append(("", "") if trivial else (f"_low_{i}", f"_high_{i}"))
+                raise ValueError(f"{who}: Got high < low for {key!r}.")
+            name = key if isinstance(key, str) else "_".join(key)
+            self.register_buffer(f"{name}_low", lo)
+            self.register_buffer(f"{name}_high", hi)
+            self.non_trivial[key] = not (bool((lo == -1).all()) and bool((hi == 1).all()))
+            self._bounds.append(
+                (f"{name}_low", f"{name}_high") if self.non_trivial[key] else ("", "")
+            )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         check_in_keys(tensordict, self.in_keys, type(self).__name__)

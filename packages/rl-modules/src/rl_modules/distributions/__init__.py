@@ -8,6 +8,7 @@ from rl_modules.distributions.discrete import (
 )
 from rl_modules.distributions.normal import IndependentNormal, TruncatedNormal
 from rl_modules.distributions.ordinal import OneHotOrdinal, Ordinal, ordinal_logits
+from rl_modules.distributions.safe_tanh import safeatanh, safetanh
 from rl_modules.distributions.tanh_normal import TanhNormal
 
 __all__ = [
@@ -22,4 +23,6 @@ __all__ = [
     "TanhNormal",
     "TruncatedNormal",
     "ordinal_logits",
+    "safeatanh",
+    "safetanh",
 ]

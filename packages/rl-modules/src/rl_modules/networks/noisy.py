@@ -10,6 +10,8 @@ from torch.nn import functional as F
 from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
+from rl_modules.exploration_type import ExplorationType, exploration_type
+
 
 def _scaled_noise(
     size: int, generator: torch.Generator | None, device: torch.device
@@ -23,7 +25,9 @@ class NoisyLinear(nn.Module):
 
     Fortunato et al., "Noisy Networks for Exploration" (2018), factorised
     variant: ``eps_w = f(eps_out) f(eps_in)^T`` with ``f(x) = sign(x) sqrt(|x|)``.
-    Noise is used in training mode only; call :meth:`reset_noise` to draw new noise.
+    As in TorchRL 0.14, the noise is used when the exploration type is
+    ``RANDOM`` (``use_exploration_type=True``, the default), or in training mode
+    (``use_exploration_type=False``); call :meth:`reset_noise` to draw new noise.
 
     Args:
         in_features: input size.
@@ -31,7 +35,10 @@ class NoisyLinear(nn.Module):
         bias: whether the layer has a (noisy) bias.
         device: where the parameters live.
         dtype: their dtype.
-        std_init: initial ``sigma`` factor (``sigma = std_init / sqrt(in_features)``).
+        std_init: initial ``sigma`` factor (``sigma_w = std_init / sqrt(in_features)``,
+            ``sigma_b = std_init / sqrt(out_features)``). Default 0.5, as the paper.
+        use_exploration_type: noise under ``set_exploration_type(RANDOM)`` (``True`` or
+            ``None``) or in training mode (``False``).
 
     Examples:
         >>> import torch
@@ -48,9 +55,11 @@ class NoisyLinear(nn.Module):
         bias: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
-        std_init: float = 0.1,
+        std_init: float = 0.5,
+        use_exploration_type: bool | None = True,
     ) -> None:
         super().__init__()
+        self.use_exploration_type = use_exploration_type is None or bool(use_exploration_type)
         kw = {"device": device, "dtype": dtype}
         self.in_features, self.out_features, self.std_init = in_features, out_features, std_init
         self.weight_mu = nn.Parameter(torch.empty(out_features, in_features, **kw))
@@ -72,7 +81,7 @@ class NoisyLinear(nn.Module):
             self.weight_sigma.fill_(self.std_init * bound)
             if self.bias_mu is not None:
                 self.bias_mu.uniform_(-bound, bound)
-                self.bias_sigma.fill_(self.std_init * bound)
+                self.bias_sigma.fill_(self.std_init / math.sqrt(self.out_features))
 
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
         """Draw new factorised noise."""
@@ -83,9 +92,14 @@ class NoisyLinear(nn.Module):
         if self.bias_epsilon is not None:
             self.bias_epsilon.copy_(eps_out)
 
+    def _noisy(self) -> bool:
+        if self.use_exploration_type:
+            return exploration_type() is ExplorationType.RANDOM
+        return self.training
+
     @property
     def weight(self) -> torch.Tensor:
-        if self.training:
+        if self._noisy():
             return self.weight_mu + self.weight_sigma * self.weight_epsilon
         return self.weight_mu
 
@@ -93,7 +107,7 @@ class NoisyLinear(nn.Module):
     def bias(self) -> torch.Tensor | None:
         if self.bias_mu is None:
             return None
-        if self.training:
+        if self._noisy():
             return self.bias_mu + self.bias_sigma * self.bias_epsilon
         return self.bias_mu
 
@@ -112,6 +126,7 @@ class NoisyLazyLinear(LazyModuleMixin, NoisyLinear):
         device: where the parameters live.
         dtype: their dtype.
         std_init: initial ``sigma`` factor.
+        use_exploration_type: as :class:`NoisyLinear`.
 
     Examples:
         >>> import torch
@@ -130,9 +145,18 @@ class NoisyLazyLinear(LazyModuleMixin, NoisyLinear):
         bias: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
-        std_init: float = 0.1,
+        std_init: float = 0.5,
+        use_exploration_type: bool | None = True,
     ) -> None:
-        super().__init__(0, 0, False, device=device, dtype=dtype, std_init=std_init)
+        super().__init__(
+            0,
+            0,
+            False,
+            device=device,
+            dtype=dtype,
+            std_init=std_init,
+            use_exploration_type=use_exploration_type,
+        )
         kw = {"device": device, "dtype": dtype}
         self.out_features = out_features
         self.weight_mu = UninitializedParameter(**kw)
