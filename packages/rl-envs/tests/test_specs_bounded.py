@@ -156,9 +156,15 @@ def test_encode_from_numpy_and_numbers():
     ro.setflags(write=False)
     assert torch.equal(spec.encode(ro), torch.zeros(3))
     assert Bounded(-1.0, 1.0, shape=(1,)).encode(0.5).tolist() == [0.5]
-    assert spec.encode([[0.0, 0.0, 0.0]]).shape == torch.Size([1, 3])
-    with pytest.raises(ValueError, match="Cannot encode"):
+    # TorchRL's rule: non-tensor inputs are reshaped to the spec's shape ...
+    assert spec.encode([[0.0, 0.0, 0.0]]).shape == torch.Size([3])
+    with pytest.raises(ValueError, match="Shape mismatch"):
         spec.encode(np.zeros(4))
+    with pytest.raises(RuntimeError, match="Shape mismatch"):  # (TorchRL raises RuntimeError)
+        spec.encode(np.zeros((2, 3)))
+    # ... while a tensor may carry leading batch dims; a batched spec encodes a batch
+    assert spec.encode(torch.zeros(2, 3)).shape == torch.Size([2, 3])
+    assert spec.expand(2, 3).encode(np.zeros((2, 3))).shape == torch.Size([2, 3])
 
 
 def test_equality_compares_bounds():

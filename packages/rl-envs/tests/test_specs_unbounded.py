@@ -54,7 +54,7 @@ def test_project_casts():
     [
         (np.float64(0.5), (1,), [0.5]),
         (3, (1,), [3.0]),
-        (np.array([[1.0, 2.0]]), (2,), [[1.0, 2.0]]),
+        (np.array([[1.0, 2.0]]), (2,), [1.0, 2.0]),  # non-tensors take the spec's shape
         (np.arange(6).reshape(2, 3), (6,), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]),
         ([np.array([1.0, 2.0])], (2,), [1.0, 2.0]),
         (torch.tensor([1, 2]), (2,), [1.0, 2.0]),

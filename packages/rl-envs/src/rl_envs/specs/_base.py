@@ -26,7 +26,7 @@ import torch
 
 from rl_envs.specs._dtypes import to_device, to_numpy_dtype, to_torch_dtype
 
-__all__ = ["ShapeLike", "TensorSpec", "as_size"]
+__all__ = ["EncodeShapeError", "ShapeLike", "TensorSpec", "as_size"]
 
 ShapeLike = int | Sequence[int] | torch.Size
 
@@ -59,6 +59,10 @@ def _tensor_repr(t: torch.Tensor) -> str:
         value = t.reshape(-1)[0].item()
         return f"Tensor(shape={t.shape}, value={value})" if t.ndim else f"Tensor(value={value})"
     return f"Tensor(shape={t.shape}, dtype={t.dtype})"
+
+
+class EncodeShapeError(ValueError, RuntimeError):
+    """``encode`` got a value whose shape does not fit the spec (TorchRL raises RuntimeError)."""
 
 
 class TensorSpec:
@@ -293,16 +297,30 @@ class TensorSpec:
         """
         memo = self._encode_memo
         if memo is None:
-            return self._fit_shape(self._as_tensor(val), self.shape, val)
+            return self._fit_value(self._as_tensor(val), val)
         key = self._memo_key(val)
         shape = memo.get(key) if key is not None else None
         out = self._as_tensor(val)
         if shape is not None:
             return out if out.shape == shape else out.reshape(shape)
-        out = self._fit_shape(out, self.shape, val)
+        out = self._fit_value(out, val)
         if key is not None:
             memo[key] = out.shape
         return out
+
+    def _fit_value(self, out: torch.Tensor, val: Any) -> torch.Tensor:
+        """TorchRL's rule for ``encode``: a tensor may carry leading dims; any other input
+        (numpy, list, number) is reshaped to the spec's shape, which needs as many elements."""
+        if isinstance(val, torch.Tensor) or out.shape == self.shape:
+            return self._fit_shape(out, self.shape, val)
+        if out.numel() == self.shape.numel():
+            return out.reshape(self.shape)
+        raise EncodeShapeError(
+            f"Shape mismatch: cannot encode a {type(val).__name__} of shape {tuple(out.shape)} "
+            f"in {type(self).__name__} of shape {tuple(self.shape)} (the numbers of elements "
+            f"differ: {out.numel()} vs {self.shape.numel()}). Pass one value of the spec's "
+            f"shape, or encode with spec.expand(*batch, *spec.shape) for a batch."
+        )
 
     def _fit_shape(self, out: torch.Tensor, shape: torch.Size, val: Any) -> torch.Tensor:
         n = len(shape)
