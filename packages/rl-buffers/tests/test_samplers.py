@@ -161,3 +161,38 @@ def test_priority_check_finds_each_bad_value_and_accepts_huge_finite_ones(bad):
     assert torch.equal(sampler.priorities(), huge)
     with pytest.raises(IndexError, match="holds 4 priorities"):
         sampler.extend(torch.tensor([4]))
+
+
+def test_slice_samplers_take_traj_key_and_end_key_together() -> None:
+    """TorchRL: traj_key is used when stored, else end_key; neither: collector ids, then flags."""
+    from rl_buffers import PrioritizedSliceSampler, SliceSampler
+
+    ids = torch.tensor([0] * 4 + [1] * 4 + [2] * 4)
+    done = torch.zeros(12, 1, dtype=torch.bool)
+    done[[5, 11]] = True  # flags that disagree with the ids: [0..5], [6..11]
+
+    def storage_with(**entries: torch.Tensor) -> LazyTensorStorage:
+        storage = LazyTensorStorage(12)
+        storage.set(slice(0, 12), TensorDict(entries, batch_size=[12]))
+        return storage
+
+    def lengths(sampler: object, storage: LazyTensorStorage) -> list[int]:
+        return sampler.trajectories(storage).length.tolist()
+
+    both = dict(traj_key="traj", end_key=("next", "done"))
+    with_ids = storage_with(traj=ids, next=TensorDict(done=done, batch_size=[12]))
+    flags_only = storage_with(next=TensorDict(done=done, batch_size=[12]))
+    for cls, extra in (
+        (SliceSampler, {}),
+        (PrioritizedSliceSampler, {"max_capacity": 12, "alpha": 1.0, "beta": 1.0}),
+    ):
+        assert lengths(cls(slice_len=2, **both, **extra), with_ids) == [4, 4, 4]
+        assert lengths(cls(slice_len=2, **both, **extra), flags_only) == [6, 6]
+    collector_ids = storage_with(collector=TensorDict(traj_ids=ids, batch_size=[12]),
+                                 next=TensorDict(done=done, batch_size=[12]))  # fmt: skip
+    assert lengths(SliceSampler(slice_len=2), collector_ids) == [4, 4, 4]
+    assert lengths(SliceSampler(slice_len=2, end_key=("next", "done")), collector_ids) == [6, 6]
+    with pytest.raises(KeyError, match="none of"):
+        SliceSampler(slice_len=2, traj_key="traj", end_key="missing").trajectories(
+            storage_with(other=ids)
+        )

@@ -20,8 +20,10 @@ class SliceSampler(Sampler):
     """Samples ``num_slices`` slices of ``slice_len`` consecutive steps, each inside one trajectory.
 
     Trajectories are located by ``traj_key`` (an id that changes between
-    trajectories) or by ``end_key`` (True on the last step; default
-    ``("next", "done")``); a slice never crosses a trajectory boundary, the
+    trajectories) when the storage holds it, else by ``end_key`` (True on the
+    last step; default ``("next", "done")``); with neither given, the
+    collectors' ``("collector", "traj_ids")`` then ``"episode"`` are looked for
+    first, as in TorchRL. A slice never crosses a trajectory boundary, the
     storage end or the write seam of a full ring buffer. Exactly one of
     ``num_slices`` and ``slice_len`` is given; the batch size must be a
     multiple of it. Samples are flat ``[batch_size]``, slice after slice.
@@ -32,8 +34,10 @@ class SliceSampler(Sampler):
     Args:
         num_slices: slices per batch (``slice_len = batch_size // num_slices``).
         slice_len: steps per slice (``num_slices = batch_size // slice_len``).
-        end_key: episode-end flag. Default: ``("next", "done")`` when no ``traj_key``.
-        traj_key: trajectory id entry, e.g. ``("collector", "traj_ids")``.
+        end_key: episode-end flag, used when the storage has no trajectory ids.
+            Default: ``("next", "done")``.
+        traj_key: trajectory id entry, e.g. ``("collector", "traj_ids")``; both keys
+            may be given (the ids are used when stored, else the flags).
         truncated_key: where to mark slice ends; ``None`` to leave samples unchanged.
         init_key: where to mark slice starts; ``None`` to skip.
         strict_length: skip trajectories shorter than ``slice_len`` (else their
@@ -63,13 +67,10 @@ class SliceSampler(Sampler):
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("pass exactly one of num_slices and slice_len.")
-        if end_key is not None and traj_key is not None:
-            raise ValueError("pass end_key or traj_key, not both.")
         self.num_slices, self.slice_len = num_slices, slice_len
         self.traj_key = as_tuple(traj_key) if traj_key is not None else None
-        self.end_key = (
-            as_tuple(end_key) if end_key is not None else (None if traj_key else ("next", "done"))
-        )
+        self.end_key = as_tuple(end_key) if end_key is not None else ("next", "done")
+        self._traj_key_auto = traj_key is None and end_key is None
         self.truncated_key = as_tuple(truncated_key) if truncated_key is not None else None
         self.init_key = as_tuple(init_key) if init_key is not None else None
         self.strict_length = strict_length
@@ -96,8 +97,31 @@ class SliceSampler(Sampler):
             )
         key = (id(storage), storage.write_count)
         if self._cache is None or self._cache[:2] != key:
-            self._cache = (*key, locate(storage, end_key=self.end_key, traj_key=self.traj_key))
+            self._cache = (
+                *key,
+                locate(storage, end_key=self.end_key, traj_key=self._ids_key(storage)),
+            )
         return self._cache[2]
+
+    def _ids_key(self, storage: Storage) -> NestedKey | None:
+        """The trajectory-id entry to read, or ``None`` to read the ``end_key`` flags."""
+        if self.traj_key is not None:
+            candidates = [self.traj_key]
+        elif self._traj_key_auto:
+            candidates = [("collector", "traj_ids"), ("episode",)]
+        else:
+            candidates = []
+        for key in candidates:
+            if storage.has_key(key):
+                return key
+        if not storage.has_key(self.end_key):
+            looked = [*candidates, self.end_key]
+            raise KeyError(
+                f"{type(self).__name__}: the storage holds none of {looked} to locate "
+                "trajectories; pass traj_key= (trajectory ids) or end_key= (end flags) naming "
+                "an entry of the stored data."
+            )
+        return None
 
     def _eligible(self, trajs: Trajectories, slice_len: int) -> torch.Tensor:
         eligible = (trajs.length >= slice_len).nonzero().squeeze(-1) if self.strict_length \
