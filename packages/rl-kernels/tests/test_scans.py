@@ -217,3 +217,20 @@ def test_td_lambda_advantage_and_per_step_gamma(backend):
     torch.testing.assert_close(ret, expected + d["value"])
     with pytest.raises(NotImplementedError, match="rolling_gamma=False"):
         scans.td_lambda_return_estimate(gamma, LMBDA, *(d[k] for k in keys), False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_feature_dims_and_contiguous_outputs(backend):
+    # [B, T, F] with F = 2 and time first: outputs are contiguous and match per-feature runs
+    gen = torch.Generator().manual_seed(8)
+    shape = (9, 3, 2)  # [T, B, F], time_dim=0
+    v, nv, r = (torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
+    done = torch.rand(shape, generator=gen) < 0.3
+    adv, target = scans.generalized_advantage_estimate(
+        GAMMA, LMBDA, v, nv, r, done, time_dim=0, backend=backend
+    )
+    assert adv.is_contiguous() and target.is_contiguous()
+    for f in range(2):
+        sel = [x[..., f].transpose(0, 1).unsqueeze(-1) for x in (v, nv, r, done)]
+        expected, _ = ref.gae(GAMMA, LMBDA, *sel, sel[-1])
+        torch.testing.assert_close(adv[..., f], expected.squeeze(-1).transpose(0, 1))

@@ -33,7 +33,7 @@ def scan_rows(x: torch.Tensor, g: torch.Tensor, backend: str, reverse: bool = Tr
     y = reverse_scan_time_major(xt.contiguous(), gt.contiguous())
     if not reverse:
         y = y.flip(0)
-    return y.t()
+    return y.t().contiguous()  # a 2-D transpose: torch's fast blocked copy
 
 
 class _LinearScan(torch.autograd.Function):

@@ -53,18 +53,9 @@ def _rows(x: torch.Tensor, time_dim: int) -> torch.Tensor:
 
 
 def _from_rows(y: torch.Tensor, shape: torch.Size, time_dim: int) -> torch.Tensor:
+    """``[N, T]`` -> ``[*B, T, *F]``, contiguous (a no-op copy for ``[*B, T, 1]``)."""
     moved = [s for i, s in enumerate(shape) if i != time_dim] + [shape[time_dim]]
-    return y.reshape(moved).movedim(-1, time_dim)
-
-
-def _time_major(x: torch.Tensor, time_dim: int) -> torch.Tensor:
-    """``[*B, T, *F]`` -> ``[T, N]`` (a view whenever the strides allow it)."""
-    return x.movedim(time_dim, 0).reshape(x.shape[time_dim], -1)
-
-
-def _from_time_major(y: torch.Tensor, shape: torch.Size, time_dim: int) -> torch.Tensor:
-    moved = [shape[time_dim]] + [s for i, s in enumerate(shape) if i != time_dim]
-    return y.reshape(moved).movedim(0, time_dim)
+    return y.reshape(moved).movedim(-1, time_dim).contiguous()
 
 
 # -- shared plumbing ---------------------------------------------------------------------
@@ -268,18 +259,19 @@ def generalized_advantage_estimate(
 
     def torch_fused() -> tuple[torch.Tensor, torch.Tensor]:
         g, lm = scalar_value(gamma), scalar_value(lmbda)
-        value = state_value.to(acc)
-        next_value, rew = next_state_value.to(acc), reward.to(acc)
-        steps = shape[time_dim]
-        delta = torch.empty((steps, reward.numel() // steps), dtype=acc, device=reward.device)
-        # built time-major in place: the strided reads replace a transposing copy
-        torch.mul(_time_major(next_value, time_dim), g, out=delta)
-        delta.masked_fill_(_time_major(terminated, time_dim), 0.0)
-        delta.add_(_time_major(rew, time_dim)).sub_(_time_major(value, time_dim))
-        discount = torch.full_like(delta, g * lm).masked_fill_(_time_major(done, time_dim), 0.0)
-        adv = _from_time_major(reverse_scan_time_major(delta, discount), shape, time_dim)
-        adv = adv.contiguous()
-        return adv.to(dtype), (adv + value).to(dtype)
+        value, next_value, rew = (
+            _rows(t, time_dim).to(acc) for t in (state_value, next_state_value, reward)
+        )
+        # elementwise work on contiguous rows, then one fast 2-D transpose to time-major
+        delta = torch.mul(next_value, g).masked_fill_(_rows(terminated, time_dim), 0.0)
+        delta.add_(rew).sub_(value)
+        discount = torch.full(delta.shape[::-1], g * lm, dtype=acc, device=delta.device)
+        discount.masked_fill_(_rows(done, time_dim).t(), 0.0)
+        adv = reverse_scan_time_major(delta.t().contiguous(), discount).t().contiguous()
+        target = adv + value
+        return _from_rows(adv.to(dtype), shape, time_dim), _from_rows(
+            target.to(dtype), shape, time_dim
+        )
 
     def general(backend_name: str) -> tuple[torch.Tensor, torch.Tensor]:
         value = state_value.to(acc)
