@@ -67,3 +67,16 @@ def test_compilable_flag_is_accepted_and_reads_under_compile(make) -> None:
     compiled = torch.compile(lambda i: rb[i], backend="eager")
     assert torch.equal(torch.as_tensor(compiled(index)), torch.tensor([1.0, 5.0, 7.0]))
     assert ReplayBuffer(compilable=True).storage.compilable
+
+
+def test_writers_take_compilable() -> None:
+    from rl_buffers import RoundRobinWriter, TensorDictMaxValueWriter, TensorDictRoundRobinWriter
+
+    for writer in (
+        RoundRobinWriter(compilable=True),
+        TensorDictRoundRobinWriter(compilable=True),
+        TensorDictMaxValueWriter(rank_key="r", compilable=True),
+    ):
+        rb = ReplayBuffer(storage=LazyTensorStorage(4), writer=writer)
+        rb.extend(TensorDict(r=torch.arange(3.0), batch_size=[3]))
+        assert sorted(rb[:]["r"].tolist()) == [0.0, 1.0, 2.0]

@@ -22,7 +22,8 @@ class RoundRobinWriter:
         tensor([0, 1, 2, 0])
     """
 
-    def __init__(self) -> None:
+    def __init__(self, compilable: bool = False) -> None:
+        self._compilable = bool(compilable)  # TorchRL's flag; no mp bookkeeping to replace here
         self._storage: Storage | None = None
         self._cursor = 0
 
@@ -107,6 +108,7 @@ class TensorDictMaxValueWriter:
     Args:
         rank_key: the entry to rank by. Default: ``("next", "reward")``.
         reduction: ``"sum"``, ``"max"``, ``"min"`` or ``"mean"`` over non-batch dims.
+        compilable: TorchRL's flag, kept (the writer keeps no multiprocessing state).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -117,7 +119,10 @@ class TensorDictMaxValueWriter:
         tensor([-1,  0,  1])
     """
 
-    def __init__(self, rank_key: NestedKey | None = None, reduction: str = "sum") -> None:
+    def __init__(
+        self, rank_key: NestedKey | None = None, reduction: str = "sum", compilable: bool = False
+    ) -> None:
+        self._compilable = bool(compilable)  # TorchRL's flag, kept
         if reduction not in _REDUCTIONS:
             raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}.")
         self.rank_key = as_tuple(rank_key) if rank_key is not None else ("next", "reward")
