@@ -69,13 +69,13 @@ class ChatEnv:
         >>> from tensordict import TensorDict
         >>> env = ChatEnv(batch_size=(2,), system_prompt="Answer briefly.", max_turns=1)
         >>> td = env.reset(TensorDict(query=["1+1=", "2+2="], batch_size=[2]))
-        >>> td["history"].prompt[0].role
+        >>> list(td["history"].prompt[0].role)
         ['system', 'user']
         >>> full = td["history"].prompt.append(
         ...     History(role=["assistant"] * 2, content=["2", "4"], batch_size=[2]), inplace=False)
         >>> td["history"].full = full
         >>> out = env.step(td)
-        >>> out["next", "done"].tolist(), out["next", "history"].prompt[1].content
+        >>> out["next", "done"].tolist(), list(out["next", "history"].prompt[1].content)
         ([[True], [True]], ['Answer briefly.', '2+2=', '4'])
     """
 

@@ -42,7 +42,7 @@ class DatasetChatEnv(ChatEnv):
         >>> env = DatasetChatEnv(dataset=[{"query": "1+1=", "answer": "2"}, {"query": "2+3=", "answer": "5"}],
         ...     num_envs=4, repeats=2, group_repeats=True, shuffle=False, max_turns=1)
         >>> td = env.reset()
-        >>> td["query"], td["answer"]
+        >>> list(td["query"]), list(td["answer"])
         (['1+1=', '1+1=', '2+3=', '2+3='], ['2', '2', '5', '5'])
     """
 
