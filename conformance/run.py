@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import concurrent.futures
 import datetime
 import json
 import os
@@ -377,6 +378,22 @@ def _save(label: str, summary: dict, src: Path | None, argv: list[str] | None) -
     path.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
 
 
+def _print_and_save(s: dict, summaries: dict, args: argparse.Namespace, argv) -> None:
+    rel = s["file"]
+    summaries[rel] = s
+    print(f"{rel}: {s['passed']} passed, {s['failed']} failed, {s['errors']} errors, "
+          f"{s['skipped']} skipped, {s['out_of_scope']} out of scope, rate {_fmt_rate(s)} "
+          f"({s['wall_s']:.0f}s){' [collection error]' if s['collection_error'] else ''}"
+          f"{' [budget hit]' if s['killed_by_budget'] else ''}", flush=True)  # fmt: skip
+    if s["tail"]:
+        print("  output tail:", s["tail"][-800:].replace("\n", "\n  "))
+    if args.failures:
+        for line in s["failures"]:
+            print("  ", line[:300])
+    if args.save:  # after every file, so an interrupted run keeps what it measured
+        _save(args.save, s, args.src, argv)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", help="test files (default: every in-scope file)")
@@ -388,6 +405,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compare", action="append", default=[], metavar="LABEL",
                         help="earlier saved labels to show beside this one")  # fmt: skip
     parser.add_argument("--src", type=Path, help="checkout whose packages/*/src to measure")
+    parser.add_argument("--jobs", type=int, default=1, help="files run at the same time")
     parser.add_argument("--failures", action="store_true", help="print each failure's message")
     args = parser.parse_args(argv)
 
@@ -396,20 +414,11 @@ def main(argv: list[str] | None = None) -> None:
     else:
         rels = [f for area, fs in AREAS.items() if not args.area or area in args.area for f in fs]
     summaries = {}
-    for rel in rels:
-        s = run_file(rel, args.budget, args.test_timeout, args.src)
-        summaries[rel] = s
-        print(f"{rel}: {s['passed']} passed, {s['failed']} failed, {s['errors']} errors, "
-              f"{s['skipped']} skipped, {s['out_of_scope']} out of scope, rate {_fmt_rate(s)} "
-              f"({s['wall_s']:.0f}s){' [collection error]' if s['collection_error'] else ''}"
-              f"{' [budget hit]' if s['killed_by_budget'] else ''}", flush=True)  # fmt: skip
-        if s["tail"]:
-            print("  output tail:", s["tail"][-800:].replace("\n", "\n  "))
-        if args.failures:
-            for line in s["failures"]:
-                print("  ", line[:300])
-        if args.save:  # after every file, so an interrupted run keeps what it measured
-            _save(args.save, s, args.src, argv)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_file, rel, args.budget, args.test_timeout, args.src)
+                   for rel in rels]  # fmt: skip
+        for future in concurrent.futures.as_completed(futures):
+            _print_and_save(future.result(), summaries, args, argv)
     tot = _sum(list(summaries.values()))
     print(f"TOTAL: {tot['passed']} passed / {tot['passed'] + tot['failed'] + tot['errors']} "
           f"in scope, rate {_fmt_rate(tot)}")  # fmt: skip
