@@ -61,7 +61,10 @@ class _RecurrentModule(TensorDictModuleBase):
             raise ValueError(f"{who}: bidirectional RNNs cannot run step by step; not supported.")
         if getattr(rnn, "proj_size", 0):
             raise ValueError(f"{who}: proj_size is not supported.")
-        resolve_backend(backend, torch.device("cpu"), 0, who)  # validates the name only
+        if backend not in ("auto", "triton", "torch"):
+            raise ValueError(
+                f"{who}: backend must be 'auto', 'triton' or 'torch', got {backend!r}."
+            )
         self.backend = backend
         self.check_carried_state = check_carried_state
         if (in_key is None) == (in_keys is None):
