@@ -185,3 +185,13 @@ def test_policy_state_written_under_next_survives_a_primer():
     # the state counts steps: each step's next state is the policy's, carried to the next root
     assert rollout["next", "state"][:, 0].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert rollout["state"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_append_transform_on_a_plain_env_wraps_it():
+    from rl_envs import PendulumEnv, StepCounter, TransformedEnv
+
+    base = PendulumEnv()
+    env = base.append_transform(StepCounter())
+    assert isinstance(env, TransformedEnv) and env.base_env is base
+    assert env.rollout(3)["next", "step_count"].flatten().tolist() == [1, 2, 3]
+    assert env.append_transform(StepCounter(step_count_key="other")) is env

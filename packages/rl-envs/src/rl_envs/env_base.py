@@ -663,6 +663,22 @@ class EnvBase(torch.nn.Module):
         """
         return None
 
+    def append_transform(self, transform: Any) -> Any:
+        """A :class:`~rl_envs.TransformedEnv` of this env with ``transform`` (TorchRL's shortcut).
+
+        ``TransformedEnv`` appends to its own stack instead. A ``{key: spec}`` mapping
+        becomes a ``TensorDictPrimer``, as there.
+
+        Example:
+            >>> from rl_envs import PendulumEnv, StepCounter
+            >>> env = PendulumEnv().append_transform(StepCounter())
+            >>> type(env).__name__, "step_count" in env.rollout(2).keys()
+            ('TransformedEnv', True)
+        """
+        from rl_envs.transformed_env import TransformedEnv  # it imports this module
+
+        return TransformedEnv(self).append_transform(transform)
+
     def rollout(
         self,
         max_steps: int,

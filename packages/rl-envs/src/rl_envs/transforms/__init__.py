@@ -11,6 +11,7 @@ from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
+from rl_envs.transforms.finite_check import FiniteTensorDictCheck
 from rl_envs.transforms.frame_skip import FrameSkipTransform
 from rl_envs.transforms.hash import Hash
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
@@ -21,6 +22,7 @@ from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.permute import PermuteTransform
 from rl_envs.transforms.primer import TensorDictPrimer
+from rl_envs.transforms.remove_empty_specs import RemoveEmptySpecs
 from rl_envs.transforms.reward_ops import (
     BinarizeReward,
     RewardClipping,
@@ -55,6 +57,7 @@ __all__ = [
     "DoubleToFloat",
     "EnvSpecs",
     "ExcludeTransform",
+    "FiniteTensorDictCheck",
     "FlattenAction",
     "FlattenObservation",
     "FrameSkipTransform",
@@ -65,6 +68,7 @@ __all__ = [
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
+    "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
     "RewardClipping",
