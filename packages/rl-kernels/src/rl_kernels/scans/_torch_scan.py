@@ -49,24 +49,28 @@ def _loop_into(
 
 
 def _doubling(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Log-depth scan along dim 0 with two ping-pong buffers for ``y`` and for ``a``."""
+    """Log-depth scan along dim 0 with ping-pong buffers for ``y`` and for ``a``.
+
+    ``y`` carries ``T`` zero steps after the last one, so ``y[t + shift]`` past the end
+    reads zero and the final positions need no copying from step to step.
+    """
     steps = x.shape[0]
-    y, y_next = x.clone(), torch.empty_like(x)
-    a, a_next = g, torch.empty_like(x)
+    y = x.new_zeros((2 * steps, *x.shape[1:]))
+    y[:steps].copy_(x)
+    y_next = torch.zeros_like(y)
+    # stale entries of ``a`` are only ever multiplied by the zero padding: keep them finite
+    a, a_next = g, torch.zeros_like(x)
     shift = 1
     while shift < steps:
-        keep = steps - shift
-        torch.addcmul(y[:keep], a[:keep], y[shift:], out=y_next[:keep])
-        # positions >= keep are final: carry them over
-        y_next[keep:].copy_(y[keep:])
+        torch.addcmul(y[:steps], a, y[shift : shift + steps], out=y_next[:steps])
         if 2 * shift < steps:
             # only the first steps - 2 * shift products are read by the next step
             head = steps - 2 * shift
             torch.mul(a[:head], a[shift : shift + head], out=a_next[:head])
-            a, a_next = a_next, (a if a is not g else torch.empty_like(x))
+            a, a_next = a_next, (a if a is not g else torch.zeros_like(x))
         y, y_next = y_next, y
         shift *= 2
-    return y
+    return y[:steps]
 
 
 def reverse_scan_time_major(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
