@@ -39,6 +39,7 @@ from rl_envs.transforms.time_max_pool import TimeMaxPool
 from rl_envs.transforms.timer import Timer
 from rl_envs.transforms.transform import EnvSpecs, Transform
 from rl_envs.transforms.vecnorm import VecNorm
+from rl_envs.transforms.vecnorm_v2 import VecNormV2
 
 __all__ = [
     "ActionDiscretizer",
@@ -87,4 +88,5 @@ __all__ = [
     "Transform",
     "UnsqueezeTransform",
     "VecNorm",
+    "VecNormV2",
 ]
