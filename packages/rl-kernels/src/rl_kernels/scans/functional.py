@@ -363,9 +363,21 @@ def td_lambda_return_estimate(
         ret = _scan(x, boot * lmbda * (1 - cut), time_dim, backend_name)
         return ret.to(dtype).contiguous()
 
-    return _dispatch(
-        backend, reward.device, fused_ok, triton_fused, lambda: general("torch"), general
-    )
+    def torch_fused() -> torch.Tensor:
+        g, lm = scalar_value(gamma), scalar_value(lmbda)
+        next_value, rew = (_rows(t, time_dim).to(acc) for t in (next_state_value, reward))
+        term = _rows(terminated, time_dim)
+        cut = _rows(done, time_dim).clone()
+        cut[:, -1] = True
+        boot_next = torch.mul(next_value, g).masked_fill_(term, 0.0)
+        # ((1 - lmbda) V(s') + lmbda G[t+1]), with G[t+1] = V(s') where the recursion is cut
+        x = torch.where(cut, boot_next, boot_next * (1 - lm)).add_(rew)
+        discount = torch.full(x.shape[::-1], g * lm, dtype=acc, device=x.device)
+        discount.masked_fill_((cut | term).t(), 0.0)
+        ret = reverse_scan_time_major(x.t().contiguous(), discount).t().contiguous()
+        return _from_rows(ret.to(dtype), shape, time_dim)
+
+    return _dispatch(backend, reward.device, fused_ok, triton_fused, torch_fused, general)
 
 
 def td_lambda_advantage_estimate(
