@@ -181,13 +181,35 @@ def test_step_without_state_and_all_init_starts_from_zero():
     [None, torch.tensor([[True], [False]])],
     ids=["is_init-absent", "is_init-not-all-true"],
 )
-def test_step_without_carried_state_raises(is_init):
+def test_step_without_carried_state_warns_once_or_raises(is_init):
     module = _make("lstm", 1)
     td = TensorDict(obs=torch.randn(2, 3), batch_size=[2])
     if is_init is not None:
         td.set("is_init", is_init)
+    # TorchRL's behaviour: start from zeros; said once
+    with pytest.warns(UserWarning, match="does not carry the policy's state"):
+        out = module(td.clone())
+    ref, _ = module.lstm(td["obs"].unsqueeze(1))
+    torch.testing.assert_close(out["out"], ref.squeeze(1))
+    module(td.clone())  # no second warning (warnings are errors in this suite)
+    module.missing_state = "raise"
     with pytest.raises(RuntimeError, match="does not carry the policy's state"):
-        module(td)
+        module(td.clone())
+
+
+def test_recurrent_backend_names_map_to_reset_paths():
+    lstm = LSTMModule(input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="pad")
+    assert lstm.reset_path == "packed"
+    assert (
+        GRUModule(
+            input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="auto"
+        ).reset_path
+        == "auto"
+    )
+    with pytest.raises(ValueError, match="rl-kernels"):
+        GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="triton")
+    with pytest.raises(ValueError, match="recurrent_backend must be one of"):
+        GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="other")
 
 
 def test_sequence_mode_needs_is_init_and_time_dim():

@@ -44,8 +44,8 @@ def _per_layer(who: str, value: Any, depth: int, name: str) -> list:
     if isinstance(value, (list, tuple)):
         if len(value) != depth:
             raise ValueError(
-                f"{who}: depth={depth} but {name} has {len(value)} entries; consider matching "
-                f"them or specifying a constant {name} argument together with the desired depth."
+                f"{who}: depth={depth} but {name} has {len(value)} entries: consider matching or "
+                f"specifying a constant {name} argument together with the desired depth."
             )
         return list(value)
     return [value] * depth

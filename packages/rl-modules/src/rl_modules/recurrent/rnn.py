@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -112,6 +113,24 @@ def run_rnn_with_resets(
     return unpad_segments(y, seg), hn, seg.last
 
 
+def _backend_reset_path(recurrent_backend: str, who: str) -> ResetPath:
+    """TorchRL's ``recurrent_backend`` as this package's ``reset_path``."""
+    if recurrent_backend == "auto":
+        return "auto"
+    if recurrent_backend == "pad":
+        return "packed"
+    if recurrent_backend in ("scan", "triton"):
+        raise ValueError(
+            f"{who}: recurrent_backend={recurrent_backend!r} is not available in rl_modules; use "
+            "'auto' or 'pad' (reset_path= picks 'packed' segments or the fused-cell 'loop'). "
+            "Triton recurrent cells with resets live in the rl-kernels package."
+        )
+    raise ValueError(
+        f"{who}: recurrent_backend must be one of 'auto', 'pad', 'scan' or 'triton', got "
+        f"{recurrent_backend!r}."
+    )
+
+
 class _RecurrentModule(TensorDictModuleBase):
     """Key routing shared by :class:`LSTMModule` and :class:`GRUModule`."""
 
@@ -132,9 +151,20 @@ class _RecurrentModule(TensorDictModuleBase):
         default_recurrent_mode: bool | None,
         reset_path: ResetPath,
         check_carried_state: bool,
+        missing_state: Literal["warn", "raise"] = "warn",
+        recurrent_backend: str | None = None,
     ) -> None:
         who = type(self).__name__
         self.check_carried_state = check_carried_state
+        if missing_state not in ("warn", "raise"):
+            raise ValueError(
+                f"{who}: missing_state must be 'warn' or 'raise', got {missing_state!r}."
+            )
+        self.missing_state = missing_state
+        self._warned_missing_state = False
+        self.recurrent_backend = recurrent_backend
+        if recurrent_backend is not None:
+            reset_path = _backend_reset_path(recurrent_backend, who)
         if reset_path not in ("auto", "packed", "loop"):
             raise ValueError(
                 f"{who}: reset_path must be 'auto', 'packed' or 'loop', got {reset_path!r}."
@@ -247,7 +277,18 @@ class _RecurrentModule(TensorDictModuleBase):
         if all(s is not None for s in states):
             return tuple(states)
         if first_is_init is None or not bool(first_is_init.all()):
-            raise self._missing_state_error(tensordict, why)
+            error = self._missing_state_error(tensordict, why)
+            if self.missing_state == "raise":
+                raise error
+            if not self._warned_missing_state:
+                # TorchRL's behaviour: absent states start from zeros; say so once
+                self._warned_missing_state = True
+                warnings.warn(
+                    f"{error} (Starting from zeros, as TorchRL does; pass missing_state='raise' "
+                    "to make this an error.)",
+                    UserWarning,
+                    stacklevel=3,
+                )
         p = next(self.rnn.parameters())
         zero = torch.zeros(
             *batch, self.rnn.num_layers, self.rnn.hidden_size, dtype=p.dtype, device=p.device
@@ -295,7 +336,8 @@ class _RecurrentModule(TensorDictModuleBase):
         h0 = tuple(s.reshape(n, *s.shape[-2:]).transpose(0, 1) for s in states)
         if is_init is not None:
             keep = ~is_init.reshape(1, n, 1)
-            if self.check_carried_state:
+            # zeros injected for absent states are not a stale carried state
+            if self.check_carried_state and self.state_keys[0] in tensordict.keys(True):
                 self._check_not_stale(tensordict, h0[0], keep)
             h0 = tuple(h * keep for h in h0)
         h0 = tuple(h.contiguous() for h in h0)
@@ -363,8 +405,9 @@ class LSTMModule(_RecurrentModule):
     In step mode (collectors) the input is ``[*B, F]`` and the states
     ``[*B, num_layers, hidden]``; the states are zeroed where ``is_init`` is
     ``True`` and the new ones written to ``("next", key)``. If the states are
-    absent, they start at zero only when ``is_init`` says every env just
-    reset; otherwise a ``RuntimeError`` says the env does not carry them.
+    absent they start at zero (as TorchRL); unless ``is_init`` says every env
+    just reset, a one-time warning (or, with ``missing_state="raise"``, a
+    ``RuntimeError``) says the env does not carry them.
 
     In sequence mode (``set_recurrent_mode(True)``, losses) the input is
     ``[*B, T, F]``; the state before step 0 is read from ``[..., 0]`` and the
@@ -401,6 +444,11 @@ class LSTMModule(_RecurrentModule):
             state the module wrote and re-injected zeros).
         python_based: build the Python :class:`~rl_modules.LSTM` (vmap and
             compile friendly) instead of ``nn.LSTM``.
+        recurrent_backend: TorchRL's name for the reset path: ``"auto"``, or
+            ``"pad"`` (= ``reset_path="packed"``); ``"scan"`` / ``"triton"`` raise.
+        missing_state: absent recurrent states at a step where ``is_init`` is
+            not all True start from zeros with a one-time warning (``"warn"``,
+            TorchRL's behaviour) or raise (``"raise"``).
 
     ``in_keys`` may end with the ``is_init`` key, as in TorchRL
     (``[input, h, c, "is_init"]``).
@@ -449,6 +497,8 @@ class LSTMModule(_RecurrentModule):
         reset_path: ResetPath = "auto",
         check_carried_state: bool = True,
         python_based: bool = False,
+        recurrent_backend: str | None = None,
+        missing_state: Literal["warn", "raise"] = "warn",
     ) -> None:
         super().__init__()
         if lstm is None:
@@ -480,6 +530,8 @@ class LSTMModule(_RecurrentModule):
             default_recurrent_mode,
             reset_path,
             check_carried_state,
+            missing_state,
+            recurrent_backend,
         )
 
 
@@ -509,6 +561,11 @@ class GRUModule(_RecurrentModule):
             state the module wrote and re-injected zeros).
         python_based: build the Python :class:`~rl_modules.GRU` (vmap and
             compile friendly) instead of ``nn.GRU``.
+        recurrent_backend: TorchRL's name for the reset path: ``"auto"``, or
+            ``"pad"`` (= ``reset_path="packed"``); ``"scan"`` / ``"triton"`` raise.
+        missing_state: absent recurrent states at a step where ``is_init`` is
+            not all True start from zeros with a one-time warning (``"warn"``,
+            TorchRL's behaviour) or raise (``"raise"``).
 
     Examples:
         >>> import torch
@@ -547,6 +604,8 @@ class GRUModule(_RecurrentModule):
         reset_path: ResetPath = "auto",
         check_carried_state: bool = True,
         python_based: bool = False,
+        recurrent_backend: str | None = None,
+        missing_state: Literal["warn", "raise"] = "warn",
     ) -> None:
         super().__init__()
         if gru is None:
@@ -578,4 +637,6 @@ class GRUModule(_RecurrentModule):
             default_recurrent_mode,
             reset_path,
             check_carried_state,
+            missing_state,
+            recurrent_backend,
         )
