@@ -112,3 +112,24 @@ def test_multi_turn_env_with_llm_collector_and_buffer():
     last_turns = buffer.sample(6)
     assert last_turns["turn"].flatten().tolist() == [2] * 6
     assert all(len(last_turns[i]["next", "history"].prompt.role) == 4 for i in range(6))
+
+
+def test_rl_envs_step_mdp_carries_a_multi_turn_conversation():
+    from rl_envs import step_mdp
+
+    env = DatasetChatEnv(dataset=ROWS, num_envs=2, shuffle=False, max_turns=3)
+    env.append_transform(AnswerRewardParser(set_done_if_answer=False))
+    root = env.reset()
+    for _ in range(3):
+        transition = env.step(reply_two(root))
+        assert transition["next", "reward"].flatten().tolist() == [
+            0.0,
+            1.0,
+        ]  # the answers came along
+        root = step_mdp(transition, action_keys=[("history", "full"), "action"])
+    assert root["done"].all() and root["truncated"].all()
+    assert (
+        root["history"].prompt[1].to_chats()
+        == [{"role": "user", "content": "1+1="}]
+        + [{"role": "assistant", "content": "<answer>2</answer>"}] * 3
+    )

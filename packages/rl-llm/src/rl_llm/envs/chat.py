@@ -44,9 +44,11 @@ class ChatEnv:
     ``("history", "full")``, the prompt followed by the policy's reply, as written by
     :class:`~rl_llm.TransformersWrapper`; ``step`` adds ``("next", "history", "prompt")``
     (the full conversation, to be extended by tool transforms),
-    ``("next", "reward")`` (float ``[B, 1]``, zero unless a reward transform writes it)
-    and the done flags. The episode is truncated after ``max_turns`` replies, and
-    terminated when a transform says so (e.g. a reward parser that found an answer).
+    ``("next", "reward")`` (float ``[B, 1]``, zero unless a reward transform writes it),
+    the done flags and the root's other entries (the query's data, e.g. ``"answer"``,
+    so that a generic ``step_mdp`` carries them to the next turn). The episode is
+    truncated after ``max_turns`` replies, and terminated when a transform says so
+    (e.g. a reward parser that found an answer).
 
     Partial resets (``"_reset"`` ``[B, 1]``) restart only the flagged rows.
     Transforms (:class:`~rl_llm.envs.LLMTransform`) are appended with
@@ -299,6 +301,12 @@ class ChatEnv:
             for i, full in enumerate(fulls)
         ]
         nxt = lazy_stack(rows)
+        # The query's data ("query", "answer"...) also goes to "next", so that any step_mdp
+        # (which moves "next" up and may keep tensor entries only) hands it to the next turn.
+        env_keys = {"next", "_reset", "turn", *self.done_keys, *self.reward_keys, *POLICY_KEYS}
+        for key in tensordict.keys():  # noqa: SIM118 (iterating a TensorDict iterates its first dim)
+            if key not in env_keys:
+                nxt.set(key, tensordict.get(key))
         for transform in self.transforms:
             nxt = transform._step(tensordict, nxt)
         nxt.set("done", nxt.get("done") | nxt.get("terminated") | nxt.get("truncated"))
