@@ -91,8 +91,6 @@ class Config(RunConfig):
     """Problems of the greedy exact-match evaluation (fixed seed)."""
     eval_every: int = 1_024
     checkpoint_every: int = 2_048
-    eval_episodes: int = 1
-    """Unused (evaluation is over eval_problems)."""
     torch_threads: int = 2
     output_dir: str = "runs/grpo"
 

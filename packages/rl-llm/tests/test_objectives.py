@@ -387,3 +387,17 @@ def test_sft_loss_errors(model, tokenizer):
         SFTLoss(actor)(TensorDict(batch_size=(1,)))
     with pytest.raises(ValueError, match="reduction"):
         SFTLoss(actor, reduction="avg")
+
+
+def test_on_policy_batch_has_unit_ratios_in_train_mode(tokenizer):
+    # the tiny model has no dropout, so a model in train mode scores what it sampled
+    model = tiny_causal_lm(tokenizer, n_positions=64, seed=3).train()
+    torch.manual_seed(0)
+    policy = TransformersWrapper(model, tokenizer=tokenizer, generate_kwargs={"max_new_tokens": 6})
+    prompt = History.from_chats(PROMPTS)
+    td = policy(TensorDict(history=ChatHistory(prompt=prompt, batch_size=(4,)), batch_size=(4,)))
+    td["advantage"] = torch.tensor([[1.0], [-1.0], [0.5], [-0.5]])
+    scorer = TransformersWrapper(model, tokenizer=tokenizer, generate=False, input_mode="tokens")
+    out = GRPOLoss(scorer)(td)
+    assert float(out.clip_fraction) == 0.0
+    assert float(out.kl_approx) < 1e-10

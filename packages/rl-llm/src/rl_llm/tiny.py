@@ -73,6 +73,7 @@ def tiny_causal_lm(
     n_layer: int = 2,
     n_head: int = 4,
     n_positions: int = 128,
+    dropout: float = 0.0,
     seed: int = 0,
 ) -> Any:
     """Builds a randomly initialised GPT-2 causal LM sized for ``tokenizer``.
@@ -83,6 +84,9 @@ def tiny_causal_lm(
         n_layer: number of transformer blocks.
         n_head: attention heads per block.
         n_positions: context length (prompt + reply).
+        dropout: residual, embedding and attention dropout. Defaults to 0: with dropout,
+            the log-probs a policy samples with and the ones the trainer scores differ,
+            and GRPO's importance ratios drift from 1 for no reason.
         seed: seed of the weight initialisation.
 
     Returns:
@@ -103,6 +107,9 @@ def tiny_causal_lm(
         n_embd=n_embd,
         n_layer=n_layer,
         n_head=n_head,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
