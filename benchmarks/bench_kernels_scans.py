@@ -12,8 +12,9 @@ thread keeps the ratios comparable):
 * TD(lambda) and V-trace on [256, 1000]: rl_kernels vs rl_objectives vs TorchRL.
 
 CUDA (runs as-is where a GPU and Triton are present, skipped otherwise): GAE on
-[256, 1000], [4096, 1000] and [1024, 4096]: rl_kernels' Triton kernel, its torch path on
-the GPU, rl_objectives and TorchRL.
+[256, 1000], [4096, 1000] and [1024, 4096]: rl_kernels' Triton kernel (blocked scan, the
+default), the same kernel walking one step at a time (the reverse-loop formulation),
+its torch path on the GPU, rl_objectives and TorchRL.
 
 Each figure is the median (and the best) of the calls, made in turn with the other
 contenders' (round robin), so load spikes hit every contender alike; on a busy shared
@@ -161,15 +162,19 @@ def cuda_section() -> None:
     if not triton_available():
         print("CUDA: skipped (triton is not installed)")
         return
+    from rl_kernels.scans._triton_scan import triton_gae
+
     print(f"CUDA ({torch.cuda.get_device_name()})")
     sync = torch.cuda.synchronize
     for batch, steps in [(256, 1000), (4096, 1000), (1024, 4096)]:
         d = make_inputs(batch, steps, "cuda")
         args = gae_args(d)
+        rows = [d[k].squeeze(-1) for k in ("value", "next_value", "reward", "done", "terminated")]
         fns = {
             "rl_kernels (triton)": lambda a=args: generalized_advantage_estimate(
                 *a, backend="triton"
             ),
+            "triton reverse loop": lambda r=rows: triton_gae(*r, GAMMA, LMBDA, block=1),
             "rl_kernels (torch)": lambda a=args: generalized_advantage_estimate(
                 *a, backend="torch"
             ),
@@ -179,6 +184,14 @@ def cuda_section() -> None:
             fns["torchrl vec_gae"] = lambda a=args: (
                 torchrl_functional.vec_generalized_advantage_estimate(*a)
             )
+        compiled = generalized_advantage_estimate(*args, backend="triton")[0]
+        looped = triton_gae(*rows, GAMMA, LMBDA, block=1)[0].unsqueeze(-1)
+        fallback = generalized_advantage_estimate(*args, backend="torch")[0]
+        print(
+            f"  GAE [B={batch}, T={steps}]: max |triton - torch| "
+            f"{(compiled - fallback).abs().max().item():.2e}, "
+            f"|reverse loop - torch| {(looped - fallback).abs().max().item():.2e}"
+        )
         print_rows(f"GAE [B={batch}, T={steps}]", compare(fns, 50, sync), "rl_objectives")
 
 

@@ -234,3 +234,19 @@ def test_feature_dims_and_contiguous_outputs(backend):
         sel = [x[..., f].transpose(0, 1).unsqueeze(-1) for x in (v, nv, r, done)]
         expected, _ = ref.gae(GAMMA, LMBDA, *sel, sel[-1])
         torch.testing.assert_close(adv[..., f], expected.squeeze(-1).transpose(0, 1))
+
+
+@pytest.mark.parametrize("block", [1, 4, None])
+def test_triton_gae_chunk_lengths(block):
+    # block=1 is the reverse-loop formulation the benchmark compares with the blocked scan
+    from rl_kernels.scans._triton_scan import triton_gae
+
+    d = _data((3,), 37, torch.float64, seed=9)
+    rows = {k: v.squeeze(-1).contiguous() for k, v in d.items()}
+    keys = ("value", "next_value", "reward", "done", "terminated")
+    adv, target = triton_gae(*(rows[k] for k in keys), GAMMA, LMBDA, block=block)
+    expected, expected_target = ref.gae(GAMMA, LMBDA, *(d[k] for k in keys))
+    torch.testing.assert_close(adv, expected.squeeze(-1))
+    torch.testing.assert_close(target, expected_target.squeeze(-1))
+    with pytest.raises(ValueError, match="power of two"):
+        triton_gae(*(rows[k] for k in keys), GAMMA, LMBDA, block=3)

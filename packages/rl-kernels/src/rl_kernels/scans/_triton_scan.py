@@ -216,7 +216,12 @@ def _vtrace_kernel(
         tl.store(adv_ptr + base + t, adv.to(adv_ptr.dtype.element_ty), mask=mask)
 
 
-def _block(steps: int) -> int:
+def _block(steps: int, block: int | None = None) -> int:
+    """Steps per chunk: the whole row up to 1024, or ``block`` (``1`` is a plain reverse loop)."""
+    if block is not None:
+        if block < 1 or block & (block - 1):
+            raise ValueError(f"block must be a power of two, got {block}.")
+        return block
     return min(_MAX_BLOCK, max(16, triton.next_power_of_2(steps)))
 
 
@@ -247,8 +252,13 @@ def triton_gae(
     terminated: torch.Tensor,
     gamma: float,
     lmbda: float,
+    block: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fused GAE over ``[N, T]`` rows; returns ``(advantage, value_target)``."""
+    """Fused GAE over ``[N, T]`` rows; returns ``(advantage, value_target)``.
+
+    ``block`` overrides the chunk length (``1``: one step at a time, the reverse-loop
+    formulation, kept to compare the two in ``benchmarks/bench_kernels_scans.py``).
+    """
     advantage, target = torch.empty_like(reward), torch.empty_like(reward)
     rows, steps = reward.shape
     _gae_kernel[(rows,)](
@@ -262,7 +272,7 @@ def triton_gae(
         target,
         steps,
         F64=reward.dtype == torch.float64,
-        BLOCK=_block(steps),
+        BLOCK=_block(steps, block),
     )
     return advantage, target
 
