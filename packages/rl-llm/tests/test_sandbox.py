@@ -21,8 +21,8 @@ def _sandbox(**kwargs: object) -> PythonSandbox:
     return PythonSandbox(**options)
 
 
-def _sandbox_processes() -> list[str]:
-    """Command lines of live processes that run the sandbox's child bootstrap."""
+def _processes_mentioning(paths: list[str]) -> list[str]:
+    """Command lines of live processes that mention one of ``paths``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -31,18 +31,25 @@ def _sandbox_processes() -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "rl_llm_sandbox_" in cmdline:
+        if any(path in cmdline for path in paths):
             found.append(cmdline)
     return found
 
 
 @pytest.fixture
-def host_check():
-    """After the test: no sandbox process left, no temporary directory left, host still fine."""
-    before = set(Path(tempfile.gettempdir()).glob("rl_llm_sandbox_*"))
+def host_check(monkeypatch):
+    """After the test: none of its sandbox processes or directories left, host still fine."""
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs):
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     yield
-    assert _sandbox_processes() == []
-    assert set(Path(tempfile.gettempdir()).glob("rl_llm_sandbox_*")) == before
+    assert _processes_mentioning(made) == []
+    assert not any(Path(path).exists() for path in made)
     assert _sandbox().run("print('still fine')").stdout == "still fine\n"
 
 
