@@ -111,3 +111,17 @@ def test_mult_one_hot_q_value_module_against_per_group_argmax():
         QValueModule(action_space="one_hot", spec=MultiOneHot())
     with pytest.raises(ValueError, match="Neither action_space nor spec"):
         QValueModule()
+
+
+def test_distributional_mult_one_hot_and_default_action_value_key():
+    support = torch.tensor([0.0, 1.0])
+    m = DistributionalQValueModule("mult_one_hot", support=support, var_nums=[2, 2])
+    # expected values per action: p(atom=1)
+    p1 = torch.tensor([[0.9, 0.2, 0.3, 0.6]])
+    logp = torch.log(torch.stack([1 - p1, p1], -2))
+    td = m(TensorDict(action_value=logp, batch_size=[1]))
+    assert torch.equal(td["action"], torch.tensor([[1, 0, 0, 1]]))
+    actor = QValueActor(torch.nn.Linear(4, 3), action_space="one_hot", action_value_key=None)
+    assert actor(TensorDict(observation=torch.zeros(2, 4), batch_size=[2]))[
+        "action_value"
+    ].shape == (2, 3)

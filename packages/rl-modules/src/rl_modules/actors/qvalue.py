@@ -121,13 +121,14 @@ class QValueModule(TensorDictModuleBase):
     def __init__(
         self,
         action_space: str | None = None,
-        action_value_key: NestedKey = "action_value",
+        action_value_key: NestedKey | None = "action_value",
         out_keys: Sequence[NestedKey] | None = None,
         spec: Any = None,
         action_mask_key: NestedKey | None = None,
         var_nums: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
+        action_value_key = "action_value" if action_value_key is None else action_value_key
         self.action_space = _resolve_space(action_space, spec, type(self).__name__)
         self.spec = spec
         if self.action_space == "mult_one_hot" and var_nums is None and spec is not None:
@@ -203,11 +204,12 @@ class QValueActor(TensorDictSequential):
         in_keys: NestedKey | Sequence[NestedKey] | None = None,
         spec: Any = None,
         action_space: str | None = None,
-        action_value_key: NestedKey = "action_value",
+        action_value_key: NestedKey | None = "action_value",
         action_mask_key: NestedKey | None = None,
         var_nums: Sequence[int] | None = None,
     ) -> None:
         in_keys = ["observation"] if in_keys is None else in_keys
+        action_value_key = "action_value" if action_value_key is None else action_value_key
         if isinstance(module, TensorDictModuleBase):
             net = module
         else:
@@ -247,10 +249,11 @@ class DistributionalQValueModule(QValueModule):
         self,
         action_space: str | None = None,
         support: torch.Tensor | None = None,
-        action_value_key: NestedKey = "action_value",
+        action_value_key: NestedKey | None = "action_value",
         out_keys: Sequence[NestedKey] | None = None,
         spec: Any = None,
         action_mask_key: NestedKey | None = None,
+        var_nums: Sequence[int] | None = None,
     ) -> None:
         if support is None:
             raise ValueError("DistributionalQValueModule: support (the atom values) is required.")
@@ -260,12 +263,8 @@ class DistributionalQValueModule(QValueModule):
             out_keys=None if out_keys is None else [*out_keys, "chosen_action_value"][:3],
             spec=spec,
             action_mask_key=action_mask_key,
+            var_nums=var_nums,
         )
-        if self.action_space == "mult_one_hot":
-            raise ValueError(
-                "DistributionalQValueModule: multi one-hot action spaces are not supported; use "
-                "'categorical' or 'one_hot'."
-            )
         self.register_buffer("support", torch.as_tensor(support))
         self.out_keys = self.out_keys[:2]
 
@@ -279,7 +278,17 @@ class DistributionalQValueModule(QValueModule):
             )
         expected = (log_probs.exp() * self.support.unsqueeze(-1)).sum(-2)
         mask = tensordict.get(self.action_mask_key) if self.action_mask_key else None
-        action, _ = greedy_action(expected, self.action_space, mask, self._one_hot_dtype)
+        if self.action_space == "mult_one_hot":
+            if self.var_nums is None:
+                raise ValueError(
+                    f"{type(self).__name__}: var_nums (the size of each one-hot group) must be "
+                    "given for multi one-hot action spaces."
+                )
+            if mask is not None:
+                expected = torch.where(mask, expected, torch.finfo(expected.dtype).min)
+            action, _ = mult_one_hot_action(expected, self.var_nums, self._one_hot_dtype)
+        else:
+            action, _ = greedy_action(expected, self.action_space, mask, self._one_hot_dtype)
         tensordict.set(self.out_keys[0], action)
         if self.out_keys[1] != self.action_value_key:
             tensordict.set(self.out_keys[1], log_probs)
@@ -325,11 +334,13 @@ class DistributionalQValueActor(TensorDictSequential):
         in_keys: NestedKey | Sequence[NestedKey] | None = None,
         spec: Any = None,
         action_space: str | None = None,
-        action_value_key: NestedKey = "action_value",
+        action_value_key: NestedKey | None = "action_value",
         action_mask_key: NestedKey | None = None,
         make_log_softmax: bool = True,
+        var_nums: Sequence[int] | None = None,
     ) -> None:
         in_keys = ["observation"] if in_keys is None else in_keys
+        action_value_key = "action_value" if action_value_key is None else action_value_key
         body = _LogSoftmaxAtoms(module) if make_log_softmax else module
         net = TensorDictModule(body, in_keys=in_keys, out_keys=[action_value_key])
         head = DistributionalQValueModule(
@@ -338,6 +349,7 @@ class DistributionalQValueActor(TensorDictSequential):
             action_value_key=action_value_key,
             spec=spec,
             action_mask_key=action_mask_key,
+            var_nums=var_nums,
         )
         super().__init__(net, head)
         self.spec = spec
