@@ -57,3 +57,13 @@ def test_freeze_denorm_and_env() -> None:
     check_env_specs(env)
     with pytest.raises(NotImplementedError, match="stateful=False"):
         VecNormV2(in_keys=["obs"], stateful=False)
+
+
+def test_vecnorm_new_api_builds_vecnorm_v2() -> None:
+    from rl_envs import VecNorm
+
+    t = VecNorm(in_keys=["obs"], new_api=True, decay=0.5)
+    assert type(t) is VecNormV2 and t.decay == 0.5
+    old = VecNorm(in_keys=["obs"], new_api=False)
+    assert type(old) is VecNorm and type(old.clone()) is VecNorm
+    assert type(VecNorm(in_keys=["obs"])) is VecNorm

@@ -40,6 +40,8 @@ class VecNorm(Transform):
         eps: floor of the variance and of the standard deviation.
         shapes: per-key shapes of one (unbatched) entry, to create the stats
             before the first batch; inferred from data otherwise.
+        new_api: ``True`` builds a :class:`VecNormV2` with the other arguments instead
+            (TorchRL's switch); ``None``/``False`` build this class.
 
     Example:
         >>> import torch
@@ -50,6 +52,14 @@ class VecNorm(Transform):
         tensor([-1.,  1.])
     """
 
+    def __new__(cls, *args: Any, new_api: bool | None = None, **kwargs: Any) -> Any:
+        # TorchRL's switch: VecNorm(..., new_api=True) builds a VecNormV2
+        if new_api:
+            from rl_envs.transforms.vecnorm_v2 import VecNormV2  # it does not import this module
+
+            return VecNormV2(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         in_keys: Sequence[NestedKey] | None = None,
@@ -59,6 +69,8 @@ class VecNorm(Transform):
         decay: float = 0.9999,
         eps: float = 1e-4,
         shapes: Sequence[Sequence[int]] | None = None,
+        *,
+        new_api: bool | None = None,
     ) -> None:
         if in_keys is None:
             in_keys = ["observation", "reward"]
