@@ -368,3 +368,50 @@ def test_end_to_end_with_the_tiny_model_kl_and_weight_sync(tiny):
     assert second["policy_version"].flatten().tolist() == [1, 1]
     assert first["query"][0] == first["query"][1]  # a GRPO group shares its prompt
     assert torch.equal(policy.model.lm_head.weight, make_model(tok, seed=5).lm_head.weight)
+
+
+def test_async_collector_with_the_tiny_model_generates_with_each_pushed_version(tiny):
+    from rl_llm.data import make_arithmetic_problems
+
+    tok, make_model, Wrapper = tiny
+    policy = Wrapper(make_model(tok, seed=0), tokenizer=tok, generate_kwargs={"max_new_tokens": 3})
+    trainer = make_model(tok, seed=0)
+    scorer = Wrapper(trainer, tokenizer=tok, generate=False, input_mode="tokens")
+    env = DatasetChatEnv(dataset=make_arithmetic_problems(8), num_envs=2, max_turns=1)
+    collector = AsyncLLMCollector(
+        env,
+        policy=policy,
+        dialog_turns_per_batch=2,
+        total_dialog_turns=8,
+        track_policy_version=True,
+        queue_size=1,
+    )
+    snapshots = {0: {k: v.clone() for k, v in trainer.state_dict().items()}}
+    with collector:
+        for batch in collector:
+            version = batch["policy_version"].flatten().tolist()
+            assert len(set(version)) == 1
+            # the sampled log-probs are those of the weights of that version, token for token
+            current = {k: v.clone() for k, v in trainer.state_dict().items()}
+            trainer.load_state_dict(snapshots[version[0]])
+            with torch.no_grad():
+                scored = scorer(batch[:, 0].copy())
+            for row, ref in zip(batch[:, 0].unbind(0), scored.unbind(0), strict=True):
+                reply = row["masks", "all_assistant_mask"]  # the score mode also scores the prompt
+                assert reply.any()
+                torch.testing.assert_close(
+                    row["log_probs", "full"][reply],
+                    ref["log_probs", "full"][reply],
+                    atol=1e-4,
+                    rtol=1e-4,
+                )
+            trainer.load_state_dict(current)
+            with torch.no_grad():  # a "training step"
+                for p in trainer.parameters():
+                    p.add_(torch.randn_like(p) * 0.05)
+            snapshots[collector.policy_version + 1] = {
+                k: v.clone() for k, v in trainer.state_dict().items()
+            }
+            collector.update_policy_weights_(trainer)
+    assert collector.policy_version == 4
+    assert torch.equal(policy.model.lm_head.weight, trainer.lm_head.weight)
