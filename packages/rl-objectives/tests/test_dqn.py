@@ -165,3 +165,25 @@ def test_distributional_dqn_matches_reference():
         disc = 0.9 * (~td["next", "terminated"]).float().squeeze(-1)
         m = _project_reference(p_next, td["next", "reward"].squeeze(-1), disc, z)
     torch.testing.assert_close(out["loss"], -(m * log_p).sum(-1).mean())
+
+
+def test_action_space_from_a_composite_spec_or_the_q_value_head():
+    net = make_action_value()
+
+    class OneHot:
+        pass
+
+    class Composite(dict):
+        def keys(self, include_nested=False, leaves_only=False):
+            return list(super().keys())
+
+    net.spec = Composite(action=OneHot(), action_value=None)
+    assert DQNLoss(net).action_space == "one_hot"
+
+    class Head(torch.nn.Module):
+        action_space = "categorical"
+
+    wrapped = torch.nn.Sequential()
+    wrapped.add_module("net", make_action_value())
+    wrapped.add_module("head", Head())
+    assert DQNLoss(wrapped).action_space == "categorical"

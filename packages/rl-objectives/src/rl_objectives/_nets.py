@@ -322,15 +322,22 @@ def action_space_name(action_space: Any, network: nn.Module | None = None) -> st
     """``"categorical"`` or ``"one_hot"`` from a string, a spec-like object or the network.
 
     The network is asked, as in TorchRL, for its action ``spec`` (e.g. a ``QValueActor`` built
-    with ``spec=env.action_spec``) and then for an ``action_space`` attribute.
+    with ``spec=env.action_spec``, or a Composite with an ``"action"`` entry), then for an
+    ``action_space`` attribute (on itself or one of its submodules).
     """
     if action_space is None and network is not None:
         spec = getattr(network, "spec", None)
+        if callable(getattr(spec, "keys", None)):  # a Composite: its "action" entry
+            keys = list(spec.keys(True, True))
+            spec = spec["action"] if "action" in keys else None
         spec_name = type(spec).__name__.lower().replace("_", "")
         if "onehot" in spec_name or "categorical" in spec_name:
             action_space = spec
         else:
             action_space = getattr(network, "action_space", None)
+        if action_space is None:  # e.g. a QValueActor: its Q-value head knows the space
+            heads = (getattr(m, "action_space", None) for m in network.modules())
+            action_space = next((a for a in heads if isinstance(a, str)), None)
     if action_space is None:
         raise ValueError(
             "action_space is needed: pass 'categorical' (integer actions) or 'one_hot', "
