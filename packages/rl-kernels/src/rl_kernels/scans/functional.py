@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _FLAGS = ("done", "terminated")
+_Out = TypeVar("_Out")
 
 
 # -- layouts ---------------------------------------------------------------------------
@@ -84,7 +86,7 @@ def _last_step(shape: torch.Size, time_dim: int, device: torch.device) -> torch.
 
 
 def _scan(x: torch.Tensor, g: torch.Tensor, time_dim: int, backend: str) -> torch.Tensor:
-    """Differentiable ``y[t] = x[t] + g[t] * y[t + 1]`` along ``time_dim`` (a strided result)."""
+    """Differentiable ``y[t] = x[t] + g[t] * y[t + 1]`` along ``time_dim`` (contiguous result)."""
     g = g.expand_as(x)
     y = linear_scan_rows(_rows(x, time_dim), _rows(g, time_dim), backend)
     return _from_rows(y, x.shape, time_dim)
@@ -94,11 +96,16 @@ def _dispatch(
     backend: str,
     device: torch.device,
     fused_ok: bool,
-    triton_fused: Callable[[], object],
-    torch_fused: Callable[[], object],
-    general: Callable[[str], object],
-):
-    """Run the fused path of the chosen backend, or the general (differentiable) one."""
+    triton_fused: Callable[[], _Out] | None,
+    torch_fused: Callable[[], _Out] | None,
+    general: Callable[[str], _Out],
+) -> _Out:
+    """Run the fused path of the chosen backend, or the general (differentiable) one.
+
+    The fused paths take scalar ``gamma`` / ``lmbda`` and no gradient; the general one
+    builds the scan's inputs with autograd-tracked torch ops and runs the chosen
+    backend's scan inside an ``autograd.Function``.
+    """
     chosen = resolve_backend(backend, device)
     if fused_ok:
         return run_with_fallback(backend, chosen, triton_fused, torch_fused)
