@@ -112,3 +112,16 @@ def test_reserved_keys_and_reset_composite_shape() -> None:
     sub.shape = torch.Size(())  # leaves still start with (4,): adopted with the parent's shape
     spec["sub"] = sub
     assert spec["sub"].shape == (4,)
+
+
+def test_composite_shape_setter_follows_torchrl() -> None:
+    import pytest
+
+    spec = Composite(nested=Composite(leaf=Unbounded(shape=(3, 2)), shape=(3,)), shape=(3,))
+    spec.shape = ()  # nested entries that start with () keep their shape
+    assert spec.shape == () and spec["nested"].shape == (3,)
+    spec["nested"].shape = ()
+    spec.shape = (3,)  # a nested Composite that does not start with (3,) takes it
+    assert spec["nested"].shape == (3,)
+    with pytest.raises(ValueError, match="does not start with"):
+        spec.shape = (4,)

@@ -95,7 +95,7 @@ class Composite:
             raise TypeError(f"Composite takes at most one positional mapping, got {len(args)}.")
         if shape is not None and batch_size is not None and as_size(shape) != as_size(batch_size):
             raise ValueError(f"Composite: shape={shape} and batch_size={batch_size} differ.")
-        self.shape: torch.Size = as_size(shape if shape is not None else batch_size)
+        self._shape: torch.Size = as_size(shape if shape is not None else batch_size)
         self._device: torch.device | None = to_device(device)
         self._specs: dict[str, TensorSpec | Composite] = {}
         self._locked = False
@@ -124,6 +124,29 @@ class Composite:
                 value.erase_memoize_cache()
 
     # ------------------------------------------------------------- basics
+    @property
+    def shape(self) -> torch.Size:
+        """The batch shape; every entry's shape starts with it."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, value: ShapeLike) -> None:
+        # TorchRL's rule: nested Composites that do not start with the new shape take it
+        # (when their leaves allow it); leaves must already start with it.
+        value = as_size(value)
+        n = len(value)
+        for key, spec in self._specs.items():
+            if spec is None or spec.shape[:n] == value:
+                continue
+            if isinstance(spec, Composite) and spec._leaves_start_with(value):
+                spec.shape = value
+            else:
+                raise ValueError(
+                    f"Composite.shape = {tuple(value)}: entry {key!r} has shape "
+                    f"{tuple(spec.shape)}, which does not start with it."
+                )
+        self._shape = value
+
     @property
     def device(self) -> torch.device | None:
         """The device of every leaf, or ``None`` when unconstrained."""
@@ -275,7 +298,7 @@ class Composite:
 
     def _leaves_start_with(self, shape: torch.Size) -> bool:
         leaves = [v for v in self.values(True, True) if v is not None]
-        return bool(leaves) and all(v.shape[: len(shape)] == shape for v in leaves)
+        return all(v.shape[: len(shape)] == shape for v in leaves)
 
     def type_check(self, value: Any, key: NestedKey | None = None) -> None:
         """Checks the dtypes of a TensorDict (or of one entry, with ``key``) against the leaves.
