@@ -58,3 +58,14 @@ def test_fallback_resets_done_sub_envs() -> None:
             (transition["next", "done"].squeeze(-1).tolist(), root["observation"][:, 0].tolist())
         )
     assert steps == [([False, False], [1, 1]), ([True, True], [0, 0])] * 2
+
+
+def test_step_mdp_merges_a_root_sub_tensordict_with_next() -> None:
+    td = TensorDict(
+        {"rs": {"h": torch.zeros(2), "c": torch.zeros(2)}, "action": torch.ones(1),
+         "next": {"rs": {"h": torch.ones(2)}, "observation": torch.ones(2)}},
+        [],
+    )  # fmt: skip
+    out = step_mdp(td)
+    assert set(out.keys(True, True)) == {("rs", "h"), ("rs", "c"), "observation"}
+    assert (out["rs", "h"] == 1).all() and (out["rs", "c"] == 0).all()

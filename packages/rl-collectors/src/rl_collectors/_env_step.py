@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_tensor_collection
 
 NestedKey = str | tuple[str, ...]
 
@@ -21,6 +21,10 @@ DONE_KEY: NestedKey = "done"
 TERMINATED_KEY: NestedKey = "terminated"
 TRUNCATED_KEY: NestedKey = "truncated"
 RESET_KEY = "_reset"
+
+
+def _as_tuple(key: NestedKey) -> tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
 
 
 def step_mdp(
@@ -60,11 +64,27 @@ def step_mdp(
             f"got keys {sorted(map(str, tensordict.keys()))}."
         )
     out = nxt.exclude(*reward_keys)
-    carried = tensordict.exclude("next", *reward_keys, *action_keys)
-    present = set(out.keys(True, True))
-    for key, value in carried.items(True, True):
+    if not all(isinstance(key, str) for key in (*reward_keys, *action_keys)):
+        carried = tensordict.exclude("next", *reward_keys, *action_keys)
+        present = set(out.keys(True, True))
+        for key, value in carried.items(True, True):
+            if key not in present:
+                out.set(key, value)
+        return out
+    # Plain-string keys (the usual case): walk the root's top level only, descending into a
+    # sub-TensorDict only when "next" has an entry of the same name.
+    skip = {"next", *reward_keys, *action_keys}
+    present = set(out.keys())
+    for key, value in tensordict.items():
+        if key in skip:
+            continue
         if key not in present:
             out.set(key, value)
+        elif is_tensor_collection(value) and is_tensor_collection(out.get(key)):
+            nested = {_as_tuple(k) for k in out.get(key).keys(True, True)}
+            for sub_key, leaf in value.items(True, True):
+                if _as_tuple(sub_key) not in nested:
+                    out.set((key, *_as_tuple(sub_key)), leaf)
     return out
 
 
