@@ -207,4 +207,9 @@ def test_sac_v1_with_a_value_network_against_plain_torch():
     with pytest.raises(RuntimeError, match="split evenly"):
         loss(transitions(15))
     no_delay = SACLoss(actor, make_qvalue(), make_value(), delay_value=False)
-    assert not hasattr(no_delay, "target_value_network_params")
+    # without delayed targets, TorchRL's target view is the detached live parameters
+    assert "target_value_network_params" not in dict(no_delay.named_children())
+    view = no_delay.target_value_network_params.flatten_keys()
+    live = no_delay.value_network_params.flatten_keys()
+    for key, value in view.items():
+        assert not value.requires_grad and torch.equal(value, live[key])

@@ -149,3 +149,40 @@ def test_ppo_out_keys_follow_its_options():
     td = TensorDict({k: v for k, v in _pg_batch().items() if k != "next"}, batch_size=[8])
     values = PPOLoss(actor, critic)(**dict(td.items()))
     assert len(values) == 4
+
+
+def test_reset_parameters_recursive_reinitialises_and_syncs_targets():
+    loss = _ddpg()
+    loss.delay_actor = False
+    before = loss.value_network_params.flatten_keys().clone()
+    loss.reset_parameters_recursive()
+    after = loss.value_network_params.flatten_keys()
+    assert all(not torch.equal(before[k], after[k]) for k in after.keys())  # noqa: SIM118
+    target = loss.target_value_network_params.flatten_keys()
+    for key, value in after.items():
+        torch.testing.assert_close(target[key], value.detach())
+    # no delayed actor: its "target" is the detached live actor
+    actor_view = loss.target_actor_network_params.flatten_keys()
+    for key, value in loss.actor_network_params.flatten_keys().items():
+        assert torch.equal(actor_view[key], value) and not actor_view[key].requires_grad
+
+
+def test_one_step_losses_accept_a_single_transition():
+    from rl_objectives import DQNLoss
+
+    net = TensorDictModule(torch.nn.Linear(OBS, 4), ["observation"], ["action_value"])
+    loss = DQNLoss(net, action_space="categorical")
+    td = TensorDict(
+        {
+            "observation": torch.randn(OBS),
+            "action": torch.tensor(2),
+            ("next", "observation"): torch.randn(OBS),
+            ("next", "reward"): torch.randn(1),
+            ("next", "done"): torch.zeros(1, dtype=torch.bool),
+            ("next", "terminated"): torch.zeros(1, dtype=torch.bool),
+        },
+        batch_size=[],
+    )
+    single = loss(td.clone())["loss"]
+    batched = loss(td.unsqueeze(0))["loss"]
+    torch.testing.assert_close(single, batched)

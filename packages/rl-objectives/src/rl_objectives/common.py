@@ -232,7 +232,7 @@ class LossModule(nn.Module):
 
     def target_params(self, name: str) -> TensorDictBase:
         """The target parameters of network ``name``; its detached parameters when it has none."""
-        target = getattr(self, f"target_{name}_params", None)
+        target = self._modules.get(f"target_{name}_params")
         return target if target is not None else self.detached_params(name)
 
     def _bound_params(self, name: str, *, target: bool) -> TensorDictBase | BoundParams:
@@ -251,7 +251,7 @@ class LossModule(nn.Module):
         """``(online, target)`` parameter pairs, for :class:`~rl_objectives.SoftUpdate` and co."""
         pairs = []
         for name in self._network_names:
-            target = getattr(self, f"target_{name}_params", None)
+            target = self._modules.get(f"target_{name}_params")
             if target is not None:
                 pairs.append((self.network_params(name), target))
         return pairs
@@ -284,6 +284,50 @@ class LossModule(nn.Module):
                     f"{type(self).__name__}: setting '{name}' via the constructor is deprecated, "
                     f"use .set_keys({name.removesuffix('_key')}=...) instead."
                 )
+
+    def _target_view(self, name: str) -> TensorDictBase | None:
+        """TorchRL's ``target_<name>_params``: the stored targets, else the detached live
+        parameters (a network without delayed targets bootstraps on itself); ``None`` without
+        that network."""
+        target = self._modules.get(f"target_{name}_params")
+        if target is not None:
+            return target
+        if getattr(self, name, None) is None or not self.functional:
+            return None
+        return self.detached_params(name)
+
+    @property
+    def target_actor_network_params(self) -> TensorDictBase | None:
+        """Target actor parameters (see :meth:`_target_view`)."""
+        return self._target_view("actor_network")
+
+    @property
+    def target_critic_network_params(self) -> TensorDictBase | None:
+        """Target critic parameters (see :meth:`_target_view`)."""
+        return self._target_view("critic_network")
+
+    @property
+    def target_qvalue_network_params(self) -> TensorDictBase | None:
+        """Target Q-network parameters (see :meth:`_target_view`)."""
+        return self._target_view("qvalue_network")
+
+    @property
+    def target_value_network_params(self) -> TensorDictBase | None:
+        """Target value-network parameters (see :meth:`_target_view`)."""
+        return self._target_view("value_network")
+
+    def reset_parameters_recursive(self) -> None:
+        """Re-initialise every network (each submodule's ``reset_parameters``) and copy the new
+        parameters into the targets, as TorchRL's method of the same name."""
+        for name in self._network_names:
+            for module in getattr(self, name).modules():
+                reset = getattr(module, "reset_parameters", None)
+                if callable(reset) and module is not self:
+                    reset()
+        with torch.no_grad():
+            for online, target in self.target_pairs():
+                target.update_(online.detach())
+        self._critic_params_cache = None
 
     @property
     def actor_network_params(self) -> TensorDictBase | None:

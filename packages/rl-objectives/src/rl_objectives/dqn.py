@@ -210,8 +210,9 @@ class DistributionalDQNLoss(LossModule):
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
-        if support is None:
-            support = getattr(value_network, "support", None)
+        if support is None:  # e.g. a DistributionalQValueActor: its head holds the atoms
+            found = (getattr(m, "support", None) for m in value_network.modules())
+            support = next((x for x in found if isinstance(x, torch.Tensor)), None)
         if support is None:
             raise ValueError(
                 "DistributionalDQNLoss needs the atoms: pass support=torch.linspace(vmin, vmax, n) "

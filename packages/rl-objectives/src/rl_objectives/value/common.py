@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
@@ -71,6 +71,8 @@ class ValueEstimatorBase(nn.Module):
         time_dim: the time dimension of the input TensorDict (its last batch dim by default).
         debug: raise on non-finite rewards or values.
     """
+
+    one_step: ClassVar[bool] = False  # a one-step target: works on a single transition
 
     default_keys = ValueEstimatorKeys
 
@@ -280,6 +282,12 @@ class ValueEstimatorBase(nn.Module):
         Returns:
             the target, shaped like the reward.
         """
+        if tensordict.ndim == 0 and self.one_step:
+            # a single transition: a one-step target needs no time dim (TorchRL accepts it)
+            nv = None if next_value is None else next_value.unsqueeze(0)
+            return self.value_estimate(
+                tensordict.unsqueeze(0), params=params, target_params=target_params, next_value=nv
+            ).squeeze(0)
         time_dim = self._time_dim(tensordict)
         with self._grad_context():
             reward, done, terminated = self._flags(tensordict)

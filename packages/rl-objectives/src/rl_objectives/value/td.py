@@ -99,6 +99,8 @@ class TD0Estimator(_TDBase):
         tensor([1.5000, 1.5000, 1.5000, 1.5000])
     """
 
+    one_step = True
+
     def _returns(self, next_value, reward, done, terminated, time_dim):
         return td0_return_estimate(self.gamma, next_value, reward, terminated)
 
