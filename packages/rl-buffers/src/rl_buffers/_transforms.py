@@ -49,6 +49,17 @@ class BufferTransforms:
     def append(self, transform: Callable[[Any], Any], invert: bool = False) -> None:
         self.insert(len(self._entries), transform, invert)
 
+    def __call__(self, data: Any) -> Any:
+        return self.forward(data)
+
+    def forward(self, data: Any) -> Any:
+        """What reads apply (TorchRL's ``Compose.forward``)."""
+        return self.read(data)
+
+    def inv(self, data: Any) -> Any:
+        """What writes apply (TorchRL's ``Compose.inv``)."""
+        return self.write(data)
+
     def read(self, data: Any) -> Any:
         for entry in self._entries:
             if not entry.invert:

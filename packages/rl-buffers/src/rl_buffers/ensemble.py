@@ -80,9 +80,9 @@ class ReplayBufferEnsemble:
             len(rbs) if sample_from_all or num_buffer_sampled is None else num_buffer_sampled
         )
         self._batch_size = batch_size
-        self._transforms = BufferTransforms()
+        self._transform = BufferTransforms()
         if transform is not None:
-            self._transforms.append(transform)
+            self._transform.append(transform)
         self._rng = generator
 
     def __len__(self) -> int:
@@ -92,7 +92,7 @@ class ReplayBufferEnsemble:
         self, transform: Callable[[Any], Any], *, invert: bool = False
     ) -> ReplayBufferEnsemble:
         """Adds a transform applied to each stacked batch (see ``ReplayBuffer.append_transform``)."""
-        self._transforms.append(transform, invert)
+        self._transform.append(transform, invert)
         return self
 
     def _buffer_ids(self) -> torch.Tensor:
@@ -130,8 +130,8 @@ class ReplayBufferEnsemble:
             data.set(("index", "buffer_ids"), ids)
             if index.shape[: data.ndim] == data.shape:
                 data.set(("index", "index"), index)
-        if self._transforms:
-            data = self._transforms.read(data)
+        if self._transform:
+            data = self._transform(data)
         return (data, info) if return_info else data
 
     def __iter__(self) -> Iterator[Any]:

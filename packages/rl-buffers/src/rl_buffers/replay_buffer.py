@@ -96,9 +96,9 @@ class ReplayBuffer:
             collate_fn = stack_items if isinstance(self._storage, ListStorage) else None
         self._collate_fn = collate_fn
         self._pin_memory = pin_memory
-        self._transforms = BufferTransforms()
+        self._transform = BufferTransforms()
         if transform is not None:
-            self._transforms.append(transform)
+            self._transform.append(transform)
         self._batch_size = batch_size
         self._prefetch = int(prefetch or 0)
         self._lock = threading.RLock()
@@ -150,20 +150,20 @@ class ReplayBuffer:
             >>> rb.sample().tolist()
             [10.0, 10.0]
         """
-        self._transforms.append(transform, invert)
+        self._transform.append(transform, invert)
         return self
 
     def insert_transform(
         self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
     ) -> ReplayBuffer:
         """Inserts a transform at position ``index`` of the list (see :meth:`append_transform`)."""
-        self._transforms.insert(index, transform, invert)
+        self._transform.insert(index, transform, invert)
         return self
 
     @property
     def transform(self) -> BufferTransforms:
         """The buffer's transforms (``len``, indexing)."""
-        return self._transforms
+        return self._transform
 
     def _default_writer(self) -> Any:
         return RoundRobinWriter()
@@ -209,8 +209,8 @@ class ReplayBuffer:
         The whole batch is checked against the storage's keys, shapes and dtypes
         before anything is written: a bad batch raises and leaves the buffer unchanged.
         """
-        if self._transforms:
-            data = self._transforms.write(data)
+        if self._transform:
+            data = self._transform.inv(data)
         with self._lock:
             self._futures.clear()
             index = self._writer.extend(data)
@@ -235,8 +235,8 @@ class ReplayBuffer:
         data = self._post_sample(data, info, written)
         if self._pin_memory:
             data = data.pin_memory()
-        if self._transforms:
-            data = self._transforms.read(data)
+        if self._transform:
+            data = self._transform(data)
         return data, info
 
     def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
@@ -316,8 +316,8 @@ class ReplayBuffer:
                 data = self._storage[index]
         if not isinstance(index, int) and self._collate_fn is not None:
             data = self._collate_fn(data)
-        if self._transforms:
-            data = self._transforms.read(data)
+        if self._transform:
+            data = self._transform(data)
         return data
 
     # -- priorities --------------------------------------------------------------------
