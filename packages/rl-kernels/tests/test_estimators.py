@@ -5,6 +5,7 @@ from __future__ import annotations
 import kernels_scan_reference as ref
 import pytest
 import torch
+from kernels_test_backends import BACKENDS
 from tensordict import TensorDict
 from tensordict.nn import (
     ProbabilisticTensorDictModule,
@@ -45,7 +46,7 @@ def _values(td, critic):
         return critic(td.clone())["state_value"], critic(td["next"].clone())["state_value"]
 
 
-@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
 def test_gae_module_matches_reference(batch, backend):
     td = _batch(batch if batch else (), 6)
@@ -122,7 +123,7 @@ def test_done_without_feature_dim_is_unsqueezed():
     torch.testing.assert_close(out, expected)
 
 
-@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_vtrace_module_matches_reference(backend):
     td = _batch()
     critic = _critic()

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from kernels_test_backends import needs_triton
 
 from rl_kernels import _backend, scans
 
@@ -67,6 +68,7 @@ def test_unknown_backend():
         scans.generalized_advantage_estimate(*_gae_args(), backend="cuda")
 
 
+@needs_triton
 def test_triton_on_cpu_without_interpreter_is_refused(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match=r"needs CUDA tensors.*TRITON_INTERPRET=1"):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import kernels_scan_reference as ref
 import pytest
 import torch
+from kernels_test_backends import BACKENDS, needs_triton
 
 from rl_kernels import scans
 
-BACKENDS = ["torch", "triton"]
 BATCHES = [(), (4,), (2, 3)]
 GAMMA, LMBDA = 0.9, 0.8
 
@@ -89,7 +89,11 @@ def test_scan_matches_loop_reference(name, dtype, batch, backend):
 @pytest.mark.parametrize(
     ("backend", "batch", "steps"),
     # long rows: several Triton chunks; the torch blocked scan (numel > 32768) with a remainder
-    [("triton", (2,), 1100), ("torch", (30,), 1203), ("torch", (3,), 40)],
+    [
+        pytest.param("triton", (2,), 1100, marks=needs_triton),
+        ("torch", (30,), 1203),
+        ("torch", (3,), 40),
+    ],
 )
 @pytest.mark.parametrize("name", NAMES)
 def test_long_sequences(name, backend, batch, steps):
@@ -98,6 +102,7 @@ def test_long_sequences(name, backend, batch, steps):
         torch.testing.assert_close(out, exp, atol=1e-10, rtol=1e-10)
 
 
+@needs_triton
 @pytest.mark.parametrize("name", NAMES)
 def test_triton_equals_torch(name):
     d = _data((2, 3), 37, torch.float32, seed=2)
@@ -236,6 +241,7 @@ def test_feature_dims_and_contiguous_outputs(backend):
         torch.testing.assert_close(adv[..., f], expected.squeeze(-1).transpose(0, 1))
 
 
+@needs_triton
 @pytest.mark.parametrize("block", [1, 4, None])
 def test_triton_gae_chunk_lengths(block):
     # block=1 is the reverse-loop formulation the benchmark compares with the blocked scan
