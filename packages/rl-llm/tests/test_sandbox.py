@@ -207,3 +207,13 @@ def test_bad_limits_are_refused(name):
 def test_code_must_be_a_string():
     with pytest.raises(TypeError, match="expects the code as a str; got bytes"):
         _sandbox().run(b"print(1)")
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["import gc\nprint(len(gc.get_objects()))", "import sys\nsys.settrace(lambda *a: None)"],
+)
+def test_reaching_the_audit_hook_is_refused(host_check, code):
+    result = _sandbox().run(code)
+    assert not result.success
+    assert "inspecting the interpreter is disabled" in result.reason

@@ -44,6 +44,12 @@ _DENY_EVENTS = {
     "ctypes.dlopen": "ctypes is disabled in the sandbox",
     "ctypes.dlsym": "ctypes is disabled in the sandbox",
     "ctypes.cdata": "ctypes is disabled in the sandbox",
+    # Reaching the hook's own function object (to rewrite its closure) goes through gc or tracing.
+    "gc.get_objects": "inspecting the interpreter is disabled in the sandbox",
+    "gc.get_referrers": "inspecting the interpreter is disabled in the sandbox",
+    "gc.get_referents": "inspecting the interpreter is disabled in the sandbox",
+    "sys.settrace": "inspecting the interpreter is disabled in the sandbox",
+    "sys.setprofile": "inspecting the interpreter is disabled in the sandbox",
     "os.kill": "sending signals is disabled in the sandbox",
     "os.killpg": "sending signals is disabled in the sandbox",
 }
