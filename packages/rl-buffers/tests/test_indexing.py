@@ -80,3 +80,20 @@ def test_writers_take_compilable() -> None:
         rb = ReplayBuffer(storage=LazyTensorStorage(4), writer=writer)
         rb.extend(TensorDict(r=torch.arange(3.0), batch_size=[3]))
         assert sorted(rb[:]["r"].tolist()) == [0.0, 1.0, 2.0]
+
+
+def test_list_storage_set_takes_an_int_a_range_or_a_list() -> None:
+    storage = ListStorage(5)
+    storage.set(0, {"a": 1})  # one item, even a dict
+    storage.set(range(1, 3), ["b", "c"])
+    storage.set([3], ["d"])
+    assert list(storage) == [{"a": 1}, "b", "c", "d"]
+    with pytest.raises(IndexError, match="position 7"):
+        storage.set(7, "x")
+
+
+def test_slice_samplers_accept_cache_values() -> None:
+    from rl_buffers import PrioritizedSliceSampler, SliceSampler
+
+    assert SliceSampler(slice_len=2, cache_values=True).cache_values
+    assert PrioritizedSliceSampler(8, 1.0, 1.0, slice_len=2, cache_values=True).cache_values

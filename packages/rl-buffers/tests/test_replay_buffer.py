@@ -82,7 +82,7 @@ def test_add_iter_empty_transform_prefetch():
     assert torch.equal(seen, torch.arange(10.0))
     rb.empty()
     assert len(rb) == 0
-    with pytest.raises(RuntimeError, match="empty replay buffer"):
+    with pytest.raises(RuntimeError, match="Cannot sample from an empty storage"):
         rb.sample()
     pre = TensorDictReplayBuffer(storage=LazyTensorStorage(100), batch_size=5, prefetch=3)
     pre.extend(transitions(30))

@@ -9,7 +9,7 @@ import torch
 from rl_buffers.storages.base import Storage
 
 EMPTY_ERROR = (
-    "cannot sample from an empty replay buffer: extend it with data first "
+    "Cannot sample from an empty storage: the replay buffer holds no data; extend it first "
     "(e.g. `rb.extend(batch)`), or check `len(rb) > 0` before sampling."
 )
 

@@ -56,9 +56,11 @@ class PrioritizedSliceSampler(SliceSampler):
         init_key: NestedKey | None = "is_init",
         strict_length: bool = True,
         backend: Backend = "auto",
+        cache_values: bool = False,
     ) -> None:
         super().__init__(num_slices=num_slices, slice_len=slice_len, end_key=end_key, traj_key=traj_key,
-                         truncated_key=truncated_key, init_key=init_key, strict_length=strict_length)  # fmt: skip
+                         truncated_key=truncated_key, init_key=init_key, strict_length=strict_length,
+                         cache_values=cache_values)  # fmt: skip
         self.priority = PrioritizedSampler(
             max_capacity, alpha, beta, eps, dtype, reduction, backend=backend
         )

@@ -42,6 +42,8 @@ class SliceSampler(Sampler):
         init_key: where to mark slice starts; ``None`` to skip.
         strict_length: skip trajectories shorter than ``slice_len`` (else their
             slices are shorter and the batch smaller).
+        cache_values: TorchRL's flag to cache trajectory bounds between samples; here
+            they are always cached until the storage is written again (kept for ported code).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -64,6 +66,7 @@ class SliceSampler(Sampler):
         truncated_key: NestedKey | None = ("next", "truncated"),
         init_key: NestedKey | None = "is_init",
         strict_length: bool = True,
+        cache_values: bool = False,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("pass exactly one of num_slices and slice_len.")
@@ -74,6 +77,7 @@ class SliceSampler(Sampler):
         self.truncated_key = as_tuple(truncated_key) if truncated_key is not None else None
         self.init_key = as_tuple(init_key) if init_key is not None else None
         self.strict_length = strict_length
+        self.cache_values = cache_values
         self._cache: tuple[int, int, Trajectories] | None = None
 
     def _shape(self, batch_size: int) -> tuple[int, int]:

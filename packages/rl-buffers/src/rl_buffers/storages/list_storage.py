@@ -60,8 +60,15 @@ class ListStorage(Storage):
         return self._as_items(data)[start:]
 
     def set(self, index: slice | torch.Tensor, data: Any) -> None:
+        if isinstance(index, int) or (isinstance(index, torch.Tensor) and index.ndim == 0):
+            index, data = [int(index)], [data]  # one item (TorchRL's storage.set(i, item))
         items = self._as_items(data)
-        positions = range(self.max_size)[index] if isinstance(index, slice) else index.tolist()
+        if isinstance(index, slice):
+            positions = range(self.max_size)[index]
+        elif isinstance(index, torch.Tensor):
+            positions = index.tolist()
+        else:
+            positions = list(index)
         if len(positions) != len(items):
             raise ValueError(f"{len(positions)} positions for {len(items)} items.")
         for pos, item in zip(positions, items, strict=False):
