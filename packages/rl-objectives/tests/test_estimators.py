@@ -212,3 +212,40 @@ def test_make_value_estimator_by_name_and_support_check():
         dqn.make_value_estimator(ValueEstimators.GAE)
     with pytest.raises(KeyError, match="unknown value estimator"):
         build_value_estimator("nope")
+
+
+def test_multiagent_gae_broadcasts_team_signals_against_a_loop():
+    from tensordict import TensorDict
+
+    from rl_objectives import MultiAgentGAE, ValueEstimators
+    from rl_objectives.value import build_value_estimator
+
+    torch.manual_seed(0)
+    t, n_agents, gamma, lmbda = 6, 3, 0.9, 0.8
+    value, next_value = torch.randn(t, n_agents, 1), torch.randn(t, n_agents, 1)
+    reward = torch.randn(t, 1)
+    done = torch.zeros(t, 1, dtype=torch.bool)
+    done[2] = True
+    td = TensorDict(
+        {
+            "state_value": value,
+            ("next", "state_value"): next_value,
+            ("next", "reward"): reward,
+            ("next", "done"): done,
+            ("next", "terminated"): done,
+        },
+        batch_size=[t],
+    )
+    out = MultiAgentGAE(gamma=gamma, lmbda=lmbda)(td.clone())
+    for agent in range(n_agents):
+        adv, running = torch.zeros(t), 0.0
+        for i in reversed(range(t)):
+            not_done = 0.0 if bool(done[i]) else 1.0
+            delta = reward[i, 0] + gamma * not_done * next_value[i, agent, 0] - value[i, agent, 0]
+            running = delta + gamma * lmbda * not_done * running
+            adv[i] = running
+        torch.testing.assert_close(out["advantage"][:, agent, 0], adv)
+    torch.testing.assert_close(out["value_target"], out["advantage"] + value)
+    averaged = MultiAgentGAE(gamma=gamma, lmbda=lmbda, average_gae=True)(td.clone())["advantage"]
+    torch.testing.assert_close(averaged.mean(0), torch.zeros(n_agents, 1), atol=1e-6, rtol=0)
+    assert isinstance(build_value_estimator(ValueEstimators.MAGAE), MultiAgentGAE)

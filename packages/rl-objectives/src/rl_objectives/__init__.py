@@ -14,6 +14,7 @@ from rl_objectives.td3 import TD3Loss
 from rl_objectives.utils import HardUpdate, SoftUpdate, TargetNetUpdater, distance_loss
 from rl_objectives.value import (
     GAE,
+    MultiAgentGAE,
     TD0Estimator,
     TD1Estimator,
     TDLambdaEstimator,
@@ -36,6 +37,7 @@ __all__ = [
     "HardUpdate",
     "KLPENPPOLoss",
     "LossModule",
+    "MultiAgentGAE",
     "PPOLoss",
     "ReinforceLoss",
     "SACLoss",

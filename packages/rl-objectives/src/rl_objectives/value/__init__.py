@@ -3,6 +3,7 @@
 from rl_objectives.value import functional
 from rl_objectives.value.common import ValueEstimatorBase, ValueEstimatorKeys
 from rl_objectives.value.gae import GAE
+from rl_objectives.value.multiagent_gae import MultiAgentGAE
 from rl_objectives.value.registry import (
     ValueEstimators,
     build_value_estimator,
@@ -15,6 +16,7 @@ from rl_objectives.value.vtrace import VTrace
 
 __all__ = [
     "GAE",
+    "MultiAgentGAE",
     "TD0Estimator",
     "TD1Estimator",
     "TDLambdaEstimator",

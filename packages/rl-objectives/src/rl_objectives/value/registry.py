@@ -37,6 +37,7 @@ class ValueEstimators(Enum):
     TDLambda = "TD(lambda)"
     GAE = "Generalized advantage estimate"
     VTrace = "V-trace"
+    MAGAE = "Multi-agent generalized advantage estimate"
 
 
 _REGISTRY: dict[Any, tuple[type, dict[str, Any]]] = {}
