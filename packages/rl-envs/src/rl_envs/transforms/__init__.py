@@ -17,6 +17,7 @@ from rl_envs.transforms.hash import Hash
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from rl_envs.transforms.init_tracker import InitTracker
 from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
+from rl_envs.transforms.linearise_rewards import LineariseRewards
 from rl_envs.transforms.next_observation_delta import NextObservationDelta
 from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
@@ -65,6 +66,7 @@ __all__ = [
     "GrayScale",
     "Hash",
     "InitTracker",
+    "LineariseRewards",
     "NextObservationDelta",
     "NoopResetEnv",
     "ObservationNorm",
