@@ -186,3 +186,25 @@ def test_one_step_losses_accept_a_single_transition():
     single = loss(td.clone())["loss"]
     batched = loss(td.unsqueeze(0))["loss"]
     torch.testing.assert_close(single, batched)
+
+
+def test_sac_hints_keep_the_values_and_removed_key_arguments_raise():
+    from objectives_testlib import make_tanh_actor
+
+    from rl_objectives import SACLoss, TD3Loss
+
+    actor, td = make_tanh_actor(), transitions(8)
+    torch.manual_seed(0)
+    ref = SACLoss(actor, make_qvalue())
+    hinted = SACLoss(actor, make_qvalue(), skip_done_states=True, deactivate_vmap=True)
+    hinted.load_state_dict(ref.state_dict())
+    torch.manual_seed(1)
+    a = ref(td.clone())
+    torch.manual_seed(1)
+    b = hinted(td.clone())
+    for key in ("loss_actor", "loss_qvalue", "loss_alpha"):
+        torch.testing.assert_close(a[key], b[key])
+    with pytest.raises(RuntimeError, match="set_keys"):
+        SACLoss(actor, make_qvalue(), priority_key="p")
+    with pytest.raises(RuntimeError, match="set_keys"):
+        TD3Loss(actor, make_qvalue(), bounds=(-1.0, 1.0), priority_key="p")

@@ -62,6 +62,11 @@ class DiscreteSACLoss(LossModule):
         gamma: discount (else the estimator's default, 0.99).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
+        skip_done_states: TorchRL's hint to skip the actor on done next states; the
+            targets are the same either way (done states are masked), all are computed here.
+        deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
+            values are the same either way (critics run stacked here).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -121,9 +126,15 @@ class DiscreteSACLoss(LossModule):
         gamma: float | None = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
+        priority_key: NestedKey | None = None,
+        skip_done_states: bool = False,
+        deactivate_vmap: bool = False,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        self._reject_ctor_keys(priority_key=priority_key)
+        self.skip_done_states = skip_done_states
+        self.deactivate_vmap = deactivate_vmap
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
                 "DiscreteSACLoss needs an actor with get_dist(td); "

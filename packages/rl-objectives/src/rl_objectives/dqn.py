@@ -42,6 +42,7 @@ class DQNLoss(LossModule):
             ``value_network.action_space`` when omitted.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -90,9 +91,11 @@ class DQNLoss(LossModule):
         action_space: Any = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
+        priority_key: NestedKey | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        self._reject_ctor_keys(priority_key=priority_key)
         self.convert_to_functional(value_network, "value_network", create_target_params=delay_value)
         self.loss_function = loss_function
         self.delay_value = delay_value
@@ -157,6 +160,7 @@ class DistributionalDQNLoss(LossModule):
         action_space: ``"categorical"`` or ``"one_hot"`` (default: the network's, else one_hot).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -207,9 +211,11 @@ class DistributionalDQNLoss(LossModule):
         action_space: Any = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
+        priority_key: NestedKey | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        self._reject_ctor_keys(priority_key=priority_key)
         if support is None:  # e.g. a DistributionalQValueActor: its head holds the atoms
             found = (getattr(m, "support", None) for m in value_network.modules())
             support = next((x for x in found if isinstance(x, torch.Tensor)), None)

@@ -62,6 +62,9 @@ class TD3Loss(LossModule):
         gamma: discount (else the estimator's default, 0.99).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
+        deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
+            values are the same either way (critics run stacked here).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -122,9 +125,13 @@ class TD3Loss(LossModule):
         gamma: float | None = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
+        priority_key: NestedKey | None = None,
+        deactivate_vmap: bool = False,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        self._reject_ctor_keys(priority_key=priority_key)
+        self.deactivate_vmap = deactivate_vmap
         low, high = _bounds(action_spec, bounds)
         self.register_buffer("min_action", low)
         self.register_buffer("max_action", high)
