@@ -20,6 +20,28 @@ def _reset_steps(reset: Tensor) -> list[bool]:
     return reset.any(1).tolist()  # one host sync for the whole sequence
 
 
+def _tanh_(x: Tensor) -> Tensor:
+    """In-place ``tanh(x) = 2 sigmoid(2x) - 1``: the same function to rounding, and ~10x
+    faster than ``torch.tanh`` on CPU (whose kernel is not vectorised in some builds)."""
+    return x.mul_(2).sigmoid_().mul_(2).sub_(1)
+
+
+def _tanh(x: Tensor) -> Tensor:
+    return _tanh_(x.clone())
+
+
+def _masks(reset: Tensor, like: Tensor) -> tuple[Tensor, Tensor]:
+    """Float ``(keep, take)`` masks ``[T, B, 1]``: a multiply is much cheaper than ``where``."""
+    take = reset.unsqueeze(-1).to(like.dtype)
+    return 1 - take, take
+
+
+def _previous(y: Tensor, first: Tensor, reset: Tensor, value: Tensor) -> Tensor:
+    """The state each step started from: the previous output, or ``value`` where it reset."""
+    prev = torch.cat([first.unsqueeze(0), y[:-1]])
+    return torch.where(reset.unsqueeze(-1), value, prev)
+
+
 def lstm_forward(
     xi: Tensor, reset: Tensor, h0: Tensor, c0: Tensor, hr: Tensor, cr: Tensor, w_hh: Tensor
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -29,25 +51,23 @@ def lstm_forward(
     gates = torch.empty_like(xi)
     y = xi.new_empty(t_len, *h0.shape)
     cs = torch.empty_like(y)
-    h_prev = torch.empty_like(y)
-    c_prev = torch.empty_like(y)
     w_t = w_hh.t()
-    m = reset.unsqueeze(-1)
+    keep, take = _masks(reset, xi)
     resets = _reset_steps(reset)
     h, c = h0, c0
     for t in range(t_len):
         if resets[t]:
-            h = torch.where(m[t], hr, h)
-            c = torch.where(m[t], cr, c)
-        h_prev[t] = h
-        c_prev[t] = c
+            h = torch.addcmul(h * keep[t], hr, take[t])
+            c = torch.addcmul(c * keep[t], cr, take[t])
         g = torch.addmm(xi[t], h, w_t, out=gates[t])
         g[:, : 2 * hid].sigmoid_()
-        g[:, 2 * hid : 3 * hid].tanh_()
+        _tanh_(g[:, 2 * hid : 3 * hid])
         g[:, 3 * hid :].sigmoid_()
         i, f, gg, o = g.split(hid, 1)
         c = torch.addcmul(i * gg, f, c, out=cs[t])
-        h = torch.mul(o, c.tanh(), out=y[t])
+        h = torch.mul(o, _tanh(c), out=y[t])
+    h_prev = _previous(y, h0, reset, hr)
+    c_prev = _previous(cs, c0, reset, cr)
     return y, cs, gates, h_prev, c_prev
 
 
@@ -64,14 +84,15 @@ def lstm_backward(
     t_len, b, g4 = gates.shape
     hid = g4 // 4
     i, f, gg, o = gates.split(hid, -1)
-    tc = cs.tanh()
+    tc = _tanh(cs)
     # Factors that do not depend on the incoming gradient, for all steps at once.
     k_c = o * (1 - tc * tc)  # dc += dh * k_c
     k_o = tc * o * (1 - o)  # d(o pre-act) = dh * k_o
-    k_ifg = torch.stack([gg * i * (1 - i), c_prev * f * (1 - f), i * (1 - gg * gg)], 2)
+    k_i = gg * i * (1 - i)  # d(i pre-act) = dc * k_i
+    k_f = c_prev * f * (1 - f)
+    k_g = i * (1 - gg * gg)
     dgates = torch.empty_like(gates)
-    dg4 = dgates.view(t_len, b, 4, hid)
-    m = reset.unsqueeze(-1)
+    keep, take = _masks(reset, gates)
     resets = _reset_steps(reset)
     zeros = dy.new_zeros(b, hid)
     dhr, dcr = zeros, zeros
@@ -79,23 +100,25 @@ def lstm_backward(
     dc = zeros if dcs is None else dcs[t_len - 1]
     for t in range(t_len - 1, -1, -1):
         dc = torch.addcmul(dc, dh, k_c[t])
-        torch.mul(dc.unsqueeze(1), k_ifg[t], out=dg4[t, :, :3])
-        torch.mul(dh, k_o[t], out=dg4[t, :, 3])
+        dg = dgates[t]
+        torch.mul(dc, k_i[t], out=dg[:, :hid])
+        torch.mul(dc, k_f[t], out=dg[:, hid : 2 * hid])
+        torch.mul(dc, k_g[t], out=dg[:, 2 * hid : 3 * hid])
+        torch.mul(dh, k_o[t], out=dg[:, 3 * hid :])
         nxt_dy = dy[t - 1] if t > 0 else zeros
-        nxt_dc = dcs[t - 1] if dcs is not None and t > 0 else None
         if resets[t]:
             # The reset state, not the previous step, fed this step: route the carry there.
-            carry_h = dgates[t] @ w_hh
+            carry_h = dg @ w_hh
             carry_c = dc * f[t]
-            dhr = dhr + torch.where(m[t], carry_h, 0)
-            dcr = dcr + torch.where(m[t], carry_c, 0)
-            dh = nxt_dy + torch.where(m[t], 0, carry_h)
-            dc = torch.where(m[t], 0, carry_c)
+            dhr = torch.addcmul(dhr, carry_h, take[t])
+            dcr = torch.addcmul(dcr, carry_c, take[t])
+            dh = torch.addcmul(nxt_dy, carry_h, keep[t])
+            dc = carry_c * keep[t]
         else:
-            dh = torch.addmm(nxt_dy, dgates[t], w_hh)
+            dh = torch.addmm(nxt_dy, dg, w_hh)
             dc = dc * f[t]
-        if nxt_dc is not None:
-            dc = dc + nxt_dc
+        if dcs is not None and t > 0:
+            dc = dc + dcs[t - 1]
     return dgates, dh, dc, dhr, dcr
 
 
@@ -108,22 +131,21 @@ def gru_forward(
     y = xi.new_empty(t_len, *h0.shape)
     gates = torch.empty_like(xi)
     hh_n = torch.empty_like(y)
-    h_prev = torch.empty_like(y)
     w_t = w_hh.t()
-    m = reset.unsqueeze(-1)
+    keep, take = _masks(reset, xi)
     resets = _reset_steps(reset)
     h = h0
     for t in range(t_len):
         if resets[t]:
-            h = torch.where(m[t], hr, h)
-        h_prev[t] = h
+            h = torch.addcmul(h * keep[t], hr, take[t])
         hh = torch.addmm(b_hh, h, w_t)
         g = gates[t]
         rz = torch.add(xi[t, :, : 2 * hid], hh[:, : 2 * hid], out=g[:, : 2 * hid]).sigmoid_()
         hh_n[t] = hh[:, 2 * hid :]
         n = torch.addcmul(xi[t, :, 2 * hid :], rz[:, :hid], hh[:, 2 * hid :], out=g[:, 2 * hid :])
-        n.tanh_()
+        _tanh_(n)
         h = torch.addcmul(n, rz[:, hid:], h - n, out=y[t])
+    h_prev = _previous(y, h0, reset, hr)
     return y, gates, hh_n, h_prev
 
 
@@ -139,7 +161,7 @@ def gru_backward(
     k_r = hh_n * r * (1 - r)  # d(r pre-act) = dn * k_r
     dxi = torch.empty_like(gates)
     dhh = torch.empty_like(gates)
-    m = reset.unsqueeze(-1)
+    keep, take = _masks(reset, gates)
     resets = _reset_steps(reset)
     zeros = dy.new_zeros(b, hid)
     dhr = zeros
@@ -153,8 +175,8 @@ def gru_backward(
         nxt_dy = dy[t - 1] if t > 0 else zeros
         if resets[t]:
             carry = torch.addmm(dh * z[t], dhh[t], w_hh)
-            dhr = dhr + torch.where(m[t], carry, 0)
-            dh = nxt_dy + torch.where(m[t], 0, carry)
+            dhr = torch.addcmul(dhr, carry, take[t])
+            dh = torch.addcmul(nxt_dy, carry, keep[t])
         else:
             dh = torch.addmm(torch.addcmul(nxt_dy, dh, z[t]), dhh[t], w_hh)
     return dxi, dhh, dh, dhr
