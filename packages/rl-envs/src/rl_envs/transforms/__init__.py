@@ -24,6 +24,7 @@ from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.permute import PermuteTransform
 from rl_envs.transforms.primer import TensorDictPrimer
 from rl_envs.transforms.remove_empty_specs import RemoveEmptySpecs
+from rl_envs.transforms.reward2go import Reward2GoTransform
 from rl_envs.transforms.reward_ops import (
     BinarizeReward,
     RewardClipping,
@@ -74,6 +75,7 @@ __all__ = [
     "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
+    "Reward2GoTransform",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
