@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,7 @@ class PythonSandbox:
                 # anything it started in every case.
                 _kill_group(process.pid)
                 process.wait()
+                _wait_group_gone(process.pid)
         stdout, out_size = _read_head(out_path, self.max_output)
         stderr, err_size = _read_tail(err_path, self.max_output)
         isolation = _read_status(root / "status.json")
@@ -249,8 +251,9 @@ class PythonSandbox:
     def _user_kwargs(self, workdir: Path) -> dict[str, Any]:
         if self._user is None:
             return {}
-        os.chown(workdir, self._user, self._user)
-        os.chown(workdir / "main.py", self._user, self._user)
+        for path in (workdir, workdir / "main.py", workdir.parent / "status.json"):
+            path.touch(exist_ok=True)
+            os.chown(path, self._user, self._user)
         return {"user": self._user, "group": self._user, "extra_groups": []}
 
     def _reason(self, returncode: int, timed_out: bool, stderr: str, largest: int) -> str | None:
@@ -302,6 +305,18 @@ def _sandbox_user(python: str) -> int | None:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _wait_group_gone(pid: int, grace: float = 5.0) -> None:
+    """Waits (up to ``grace`` s) until the killed group is gone, so that no process of a
+    finished run still uses the CPU when ``run`` returns."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def _read_head(path: Path, limit: int) -> tuple[str, int]:
