@@ -275,7 +275,9 @@ class _RecurrentModule(TensorDictModuleBase):
     ) -> States:
         states = [tensordict.get(k, None) for k in self.state_keys]
         if all(s is not None for s in states):
+            self._states_carried = True
             return tuple(states)
+        self._states_carried = False
         if first_is_init is None or not bool(first_is_init.all()):
             error = self._missing_state_error(tensordict, why)
             if self.missing_state == "raise":
@@ -337,7 +339,7 @@ class _RecurrentModule(TensorDictModuleBase):
         if is_init is not None:
             keep = ~is_init.reshape(1, n, 1)
             # zeros injected for absent states are not a stale carried state
-            if self.check_carried_state and self.state_keys[0] in tensordict.keys(True):
+            if self.check_carried_state and self._states_carried:
                 self._check_not_stale(tensordict, h0[0], keep)
             h0 = tuple(h * keep for h in h0)
         h0 = tuple(h.contiguous() for h in h0)
