@@ -89,3 +89,21 @@ def test_as_inverse_is_refused_in_an_env():
         )
     env = TransformedEnv(PendulumEnv(), CatFrames(N=2, dim=-1, in_keys=["observation"]))
     assert env._needs_inv is False  # the default has no inverse: inputs are not copied
+
+
+@pytest.mark.parametrize(("padding", "fill"), [("same", 0.0), ("constant", -1.0)])
+def test_call_outside_env_pushes_frames_into_a_lazily_filled_buffer(padding, fill):
+    # TorchRL's online ``_call``: without a reset the buffer starts as zeros
+    # ("same") or padding_value ("constant"), then each call shifts in a frame.
+    t = CatFrames(N=3, dim=-1, in_keys=["obs"], padding=padding, padding_value=-1.0)
+    out = []
+    for v in (1.0, 2.0, 3.0, 4.0):
+        out.append(t._call(TensorDict(obs=torch.tensor([v])))["obs"])
+    expected = [[fill, fill, 1.0], [fill, 1.0, 2.0], [1.0, 2.0, 3.0], [2.0, 3.0, 4.0]]
+    torch.testing.assert_close(torch.stack(out), torch.tensor(expected))
+    assert out[0] is not out[1]
+
+
+def test_positive_dim_error_names_the_fix():
+    with pytest.raises(ValueError, match="dim must be < 0"):
+        CatFrames(N=2, dim=1, in_keys=["obs"])

@@ -75,7 +75,10 @@ class CatFrames(Transform):
         if N < 1:
             raise ValueError(f"CatFrames: N must be >= 1, got {N}.")
         if dim >= 0:
-            raise ValueError(f"CatFrames: dim must be negative (a feature dim), got {dim}.")
+            raise ValueError(
+                f"CatFrames: dim must be < 0 to accommodate for tensordict of different batch-sizes "
+                f"(a negative feature dim, counted from the end), got {dim}."
+            )
         if padding not in ("same", "constant"):
             raise ValueError(f"CatFrames: padding must be 'same' or 'constant', got {padding!r}.")
         self.as_inverse = as_inverse
@@ -112,9 +115,25 @@ class CatFrames(Transform):
         return tensordict_reset
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self._push_frames(next_tensordict, zero_init=False)
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """One online step outside an env: appends each frame to its buffer.
+
+        A buffer not yet filled by a reset starts as zeros, or as
+        ``padding_value`` with ``padding="constant"`` (TorchRL's online path):
+        the first call holds ``N - 1`` such frames and the new one.
+        """
+        return self._push_frames(next_tensordict, zero_init=True)
+
+    def _push_frames(self, next_tensordict: TensorDictBase, zero_init: bool) -> TensorDictBase:
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             frame = get_or_raise(self, next_tensordict, in_key)
             buffer = self._buffers_by_key.get(in_key)
+            shape = _cat_shape(frame.shape, self.dim, self.N)
+            if zero_init and (buffer is None or buffer.shape != shape):
+                fill = self.padding_value if self.padding == "constant" else 0
+                buffer = frame.new_full(shape, fill)
             if buffer is None:
                 raise RuntimeError(
                     f"CatFrames: no frames for {in_key!r} yet: reset the env before stepping it."
