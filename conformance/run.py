@@ -375,7 +375,9 @@ def _save(label: str, summary: dict, src: Path | None, argv: list[str] | None) -
         "command": _command(argv),
         "wall_min": sum(f["wall_s"] for f in saved["files"].values()) / 60,
     }
-    path.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)  # readers never see a half-written file
 
 
 def _print_and_save(s: dict, summaries: dict, args: argparse.Namespace, argv) -> None:
