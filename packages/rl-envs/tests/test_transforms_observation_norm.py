@@ -60,3 +60,17 @@ def test_errors():
         ObservationNorm(in_keys=["obs"])(TensorDict(obs=torch.zeros(1)))
     with pytest.raises(RuntimeError, match="TransformedEnv"):
         ObservationNorm(in_keys=["obs"]).init_stats(5)
+
+
+def test_error_messages_follow_torchrl():
+    # The phrases TorchRL 0.14 raises, so that code matching on them keeps working.
+    with pytest.raises(RuntimeError, match="Loc/Scale have not been initialized"):
+        ObservationNorm(in_keys=["obs"])(TensorDict(obs=torch.zeros(1)))
+    with pytest.raises(RuntimeError, match="Loc/Scale are already initialized"):
+        ObservationNorm(loc=0.0, scale=1.0, in_keys=["obs"]).init_stats(5)
+    with pytest.raises(RuntimeError, match="parent env is not defined"):
+        ObservationNorm(in_keys=["obs"]).init_stats(5)
+    norm = ObservationNorm(in_keys=["observation", "th"])
+    TransformedEnv(PendulumEnv(), norm)
+    with pytest.raises(ValueError, match="multiple in_keys but no specific key"):
+        norm.init_stats(5)

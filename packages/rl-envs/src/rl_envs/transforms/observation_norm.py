@@ -67,8 +67,9 @@ class ObservationNorm(Transform):
     def _check_init(self) -> None:
         if not self.initialized:
             raise RuntimeError(
-                "ObservationNorm has no loc/scale yet: pass loc= and scale= or call "
-                "init_stats(num_iter) once the transform is inside a TransformedEnv."
+                "ObservationNorm: Loc/Scale have not been initialized. Either pass in values "
+                "in the constructor or call the init_stats method (num_iter steps of the "
+                "TransformedEnv holding the transform)."
             )
 
     def _apply_transform(self, x: torch.Tensor) -> torch.Tensor:
@@ -107,19 +108,21 @@ class ObservationNorm(Transform):
         """
         if self.loc is not None or self.scale is not None:
             raise RuntimeError(
-                "ObservationNorm.init_stats: loc and scale are already set; create the "
-                "transform without them to compute statistics."
+                "ObservationNorm.init_stats: Loc/Scale are already initialized (given to the "
+                "constructor or by an earlier init_stats); create the transform without them "
+                "to compute statistics."
             )
         parent = self.parent
         if parent is None:
             raise RuntimeError(
-                "ObservationNorm.init_stats needs an env: append the transform to a "
-                "TransformedEnv first."
+                "ObservationNorm.init_stats: Cannot initialize the transform if parent env is "
+                "not defined; append the transform to a TransformedEnv first."
             )
         if key is None:
             if len(self.in_keys) != 1:
                 raise ValueError(
-                    f"ObservationNorm.init_stats: several in_keys {self.in_keys}; pass key=."
+                    "ObservationNorm.init_stats: Transform has multiple in_keys but no specific "
+                    f"key was passed as an argument (in_keys={self.in_keys}); pass key=."
                 )
             key = self.in_keys[0]
         if num_iter < 2:

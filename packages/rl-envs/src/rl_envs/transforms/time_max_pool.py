@@ -75,4 +75,7 @@ class TimeMaxPool(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise NotImplementedError("TimeMaxPool pools over env steps: use it in a TransformedEnv.")
+        raise NotImplementedError(
+            "TimeMaxPool cannot be called independently: it pools over env steps, use it "
+            "in a TransformedEnv."
+        )
