@@ -208,3 +208,17 @@ def test_sac_hints_keep_the_values_and_removed_key_arguments_raise():
         SACLoss(actor, make_qvalue(), priority_key="p")
     with pytest.raises(RuntimeError, match="set_keys"):
         TD3Loss(actor, make_qvalue(), bounds=(-1.0, 1.0), priority_key="p")
+
+
+def test_ppo_device_argument_and_estimator_keys_alias():
+    from dataclasses import asdict
+
+    from rl_objectives import GAE
+
+    actor, critic = make_categorical_actor(), make_value()
+    td = _pg_batch()
+    ref = ClipPPOLoss(actor, critic)(td.clone())
+    out = ClipPPOLoss(actor, critic, device="cpu")(td.clone())
+    torch.testing.assert_close(out["loss_objective"], ref["loss_objective"])
+    assert ClipPPOLoss(actor, critic, device="cpu").device == torch.device("cpu")
+    assert "advantage" in asdict(GAE._AcceptedKeys())

@@ -59,6 +59,8 @@ class PPOLoss(LossModule):
         functional: TorchRL's switch; the networks are always called as they are here
             (never copied), and with ``False`` the ``*_network_params`` properties are ``None``.
         actor, critic: aliases of ``actor_network`` and ``critic_network``.
+        device: TorchRL's device of the coefficient buffers; the coefficients are Python
+            floats here (valid on any device) and the networks are not moved.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -120,9 +122,13 @@ class PPOLoss(LossModule):
         functional: bool = True,
         actor: nn.Module | None = None,
         critic: nn.Module | None = None,
+        device: torch.device | str | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
+        # TorchRL puts its coefficient buffers there; the coefficients here are Python floats,
+        # valid on every device, and the networks are not moved (as in TorchRL)
+        self.device = None if device is None else torch.device(device)
         actor_network = actor if actor is not None else actor_network
         critic_network = critic if critic is not None else critic_network
         self._reject_ctor_keys(

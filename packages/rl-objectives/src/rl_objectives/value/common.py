@@ -75,6 +75,7 @@ class ValueEstimatorBase(nn.Module):
     one_step: ClassVar[bool] = False  # a one-step target: works on a single transition
 
     default_keys = ValueEstimatorKeys
+    _AcceptedKeys = ValueEstimatorKeys  # TorchRL's name for the keys dataclass
 
     def __init__(
         self,
