@@ -47,3 +47,16 @@ def test_errors() -> None:
         Reward2GoTransform().inv(no_end)
     with pytest.raises(ValueError, match="not inside an env"):
         TransformedEnv(PendulumEnv(), Reward2GoTransform())
+
+
+def test_env_err_is_a_class_attribute_usable_as_a_pattern():
+    # TorchRL code matches on ``Reward2GoTransform.ENV_ERR``: it must match the raised message.
+    with pytest.raises(ValueError, match=Reward2GoTransform.ENV_ERR):
+        TransformedEnv(PendulumEnv(), Reward2GoTransform(gamma=0.9))
+
+
+def test_missing_reward_names_the_keys():
+    t = Reward2GoTransform(gamma=0.9, in_keys=["other"], out_keys=["r2g"])
+    td = TensorDict({("next", "done"): torch.ones(3, 1, dtype=torch.bool)}, batch_size=[3])
+    with pytest.raises(KeyError, match="Could not find any of the input keys"):
+        t.inv(td)

@@ -34,3 +34,10 @@ def test_missing_reward_key():
         RewardSum()._step(TensorDict(), TensorDict(obs=torch.zeros(1)))
     with pytest.raises(KeyError, match="not in the env's reward spec"):
         TransformedEnv(PendulumEnv(), RewardSum(in_keys=["nope"]))
+
+
+def test_key_count_mismatch_error():
+    with pytest.raises(
+        ValueError, match="RewardSum expects the same number of input and output keys"
+    ):
+        RewardSum(in_keys=["a", "b"], out_keys=["c"])

@@ -11,9 +11,11 @@ from tensordict import TensorDictBase
 from rl_envs.transforms._utils import NestedKey
 from rl_envs.transforms.transform import Transform
 
+# Kept free of regex metacharacters but ".": callers match on it (TorchRL's ENV_ERR).
 _ENV_ERR = (
-    "Reward2GoTransform needs whole episodes: append it to a replay buffer (it runs on "
-    "writes, through inv) or call its inv on collected batches, not inside an env."
+    "The Reward2GoTransform is only an inverse transform and can only be applied to the "
+    "replay buffer: it needs whole episodes, so append it to a replay buffer where it "
+    "runs on writes through inv, or call its inv on collected batches, not inside an env."
 )
 
 
@@ -99,8 +101,14 @@ class Reward2GoTransform(Transform):
                 found = True
                 tensordict.set(out_key, reward_to_go(reward, done, self.gamma))
         if not found:
-            raise KeyError(f"Reward2GoTransform: none of the input keys {self.in_keys} is present.")
+            raise KeyError(
+                f"Reward2GoTransform: Could not find any of the input keys {self.in_keys_inv} "
+                f"in the TensorDict (present: {list(tensordict.keys(True, True))})."
+            )
         return tensordict
+
+    ENV_ERR = _ENV_ERR
+    """The error raised when the transform is used in an env (TorchRL's class attribute)."""
 
     def _has_inverse(self) -> bool:
         return True

@@ -113,7 +113,8 @@ class Transform(nn.Module):
         ):
             if len(a) != len(b):
                 raise ValueError(
-                    f"{type(self).__name__}: {name} must have one key per input key, "
+                    f"{type(self).__name__} expects the same number of input and output "
+                    f"keys: {name} must have one key per input key, "
                     f"got {len(a)} inputs and {len(b)} outputs ({a} vs {b})."
                 )
         # Stored outside nn.Module's registry: the container owns us, not the reverse.
