@@ -125,3 +125,14 @@ def test_distributional_mult_one_hot_and_default_action_value_key():
     assert actor(TensorDict(observation=torch.zeros(2, 4), batch_size=[2]))[
         "action_value"
     ].shape == (2, 3)
+
+
+def test_q_value_heads_take_tensors_as_keywords_and_name_a_missing_mask():
+    values = torch.tensor([[1.0, 3.0, 2.0]])
+    action, action_value, chosen = QValueModule(action_space="categorical")(action_value=values)
+    assert action.tolist() == [1] and chosen.tolist() == [[3.0]]
+    torch.testing.assert_close(action_value, values)
+    with pytest.raises(KeyError, match="Action mask key 'mask' not found"):
+        QValueModule(action_space="one_hot", action_mask_key="mask")(
+            TensorDict(action_value=values, batch_size=[1])
+        )

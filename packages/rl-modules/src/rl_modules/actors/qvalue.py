@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential, dispatch
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -152,8 +152,20 @@ class QValueModule(TensorDictModuleBase):
         leaf = _action_leaf(spec) if spec is not None else None
         self._one_hot_dtype = getattr(leaf, "dtype", torch.long) if leaf is not None else torch.long
 
+    def _check_inputs(self, tensordict: TensorDictBase) -> None:
+        who = type(self).__name__
+        if self.action_mask_key is not None and tensordict.get(self.action_mask_key, None) is None:
+            raise KeyError(
+                f"{who}: Action mask key {self.action_mask_key!r} not found in the TensorDict "
+                f"(it holds {sorted(map(str, tensordict.keys(True, True)))}); write the mask "
+                "there or build the module without action_mask_key."
+            )
+        check_in_keys(tensordict, [self.action_value_key], who)
+
+    @dispatch(auto_batch_size=False)
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        check_in_keys(tensordict, self.in_keys, type(self).__name__)
+        """Write the greedy action (also callable with tensors: ``m(action_value=...)``)."""
+        self._check_inputs(tensordict)
         values = tensordict.get(self.action_value_key)
         mask = tensordict.get(self.action_mask_key) if self.action_mask_key else None
         if self.action_space == "mult_one_hot":
@@ -268,8 +280,10 @@ class DistributionalQValueModule(QValueModule):
         self.register_buffer("support", torch.as_tensor(support))
         self.out_keys = self.out_keys[:2]
 
+    @dispatch(auto_batch_size=False)
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        check_in_keys(tensordict, self.in_keys, type(self).__name__)
+        """Write the greedy action (also callable with tensors: ``m(action_value=...)``)."""
+        self._check_inputs(tensordict)
         log_probs = tensordict.get(self.action_value_key)
         if log_probs.ndim < 2 or log_probs.shape[-2] != self.support.numel():
             raise ValueError(
