@@ -352,3 +352,12 @@ def test_set_seed_without_env_set_seed_names_the_fix() -> None:
     collector = Collector(ToyEnv(), None, frames_per_batch=4)
     with pytest.raises(TypeError, match="has no set_seed"):
         collector.set_seed(0)
+
+
+@pytest.mark.parametrize("close_env", [True, False])
+def test_async_shutdown_closes_the_env_unless_asked_not_to(close_env: bool) -> None:
+    env = ToyEnv(())
+    collector = Collector(env, None, frames_per_batch=4, total_frames=8)
+    collector.next()
+    collector.async_shutdown(timeout=1.0, close_env=close_env)
+    assert bool(getattr(env, "closed", False)) is close_env

@@ -230,3 +230,35 @@ def test_set_seed_gives_each_worker_the_next_seed_and_reset_restarts_them(cls) -
         collector.reset()
         batch = collector.next()
         assert (batch["observation"][:, 0, 0] == 0).all(), "reset restarts every worker's episode"
+
+
+@pytest.mark.parametrize("cat_results", [-1, 0])
+def test_cat_results_concatenates_the_workers_pieces(cat_results: int) -> None:
+    def collect(**kwargs) -> object:
+        with MultiSyncCollector(
+            TOY_2, ScalePolicy(0.0), num_workers=2, frames_per_batch=16, total_frames=16, **kwargs
+        ) as collector:
+            return collector.next()
+
+    stacked, default = collect(cat_results="stack"), collect()
+    assert stacked.shape == default.shape == torch.Size([2, 2, 4])
+    assert torch.equal(stacked["observation"], default["observation"])
+    out = collect(cat_results=cat_results)
+    # The dim counts over a piece's batch dims [2, 4] (the observation has a feature dim too).
+    expected = torch.cat(stacked["observation"].unbind(0), cat_results % 2)
+    assert torch.equal(out["observation"], expected)
+    assert out.shape == ((2, 8) if cat_results == -1 else (4, 4))
+
+
+def test_cat_results_must_be_stack_or_a_dim() -> None:
+    with pytest.raises(ValueError, match="cat_results"):
+        MultiSyncCollector(TOY_2, None, num_workers=2, frames_per_batch=8, cat_results="cat")
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_async_shutdown_stops_the_workers(cls) -> None:
+    collector = cls(TOY_2, None, num_workers=2, frames_per_batch=8, total_frames=-1)
+    collector.next()
+    collector.async_shutdown(timeout=5)
+    with pytest.raises(RuntimeError, match="shut down"):
+        collector.next()

@@ -413,6 +413,10 @@ class _MultiCollectorBase:
             proc.close()
         self._buffers = [None] * self.num_workers
 
+    def async_shutdown(self, timeout: float | None = None) -> None:
+        """TorchRL's name for :meth:`shutdown` after asynchronous collection."""
+        self.shutdown(timeout=10.0 if timeout is None else timeout)
+
     def __enter__(self) -> _MultiCollectorBase:
         return self
 

@@ -599,14 +599,22 @@ class Collector:
         self._iterator = None
 
     # -- lifecycle --------------------------------------------------------------------------
-    def shutdown(self) -> None:
-        """Close the env (if it has ``close``). Safe to call twice."""
+    def shutdown(self, timeout: float | None = None, close_env: bool = True) -> None:
+        """Close the env (if it has ``close`` and ``close_env``). Safe to call twice.
+
+        ``timeout`` is accepted for TorchRL's signature; a single-process collector has
+        nothing to wait for.
+        """
         if self._closed:
             return
         self._closed = True
         close = getattr(self.env, "close", None)
-        if callable(close):
+        if close_env and callable(close):
             close()
+
+    def async_shutdown(self, timeout: float | None = None, close_env: bool = True) -> None:
+        """TorchRL's name for :meth:`shutdown` after asynchronous collection."""
+        self.shutdown(timeout=timeout, close_env=close_env)
 
     def __enter__(self) -> Collector:
         return self

@@ -41,6 +41,9 @@ class MultiSyncCollector(_MultiCollectorBase):
             stop early; the steps they did not collect are flagged by
             ``("collector", "traj_ids") == -1`` and ``("collector", "mask") == False``
             (a mask present in every batch when this is set).
+        cat_results: ``None`` or ``"stack"`` stacks the workers' pieces along a new leading
+            dim (``[N, *env.batch_size, T]``); an int concatenates them along that dim of a
+            piece (``-1``: ``[*env.batch_size, N * T]``), as TorchRL.
         **kwargs: the remaining options of :class:`~rl_collectors.Collector` (devices,
             ``max_frames_per_traj``, ``init_random_frames`` (split among workers),
             ``reset_at_each_iter``, ``postproc``, ``split_trajs``, ``exploration_type``,
@@ -64,8 +67,14 @@ class MultiSyncCollector(_MultiCollectorBase):
         frames_per_batch: int,
         total_frames: int = -1,
         preemptive_threshold: float | None = None,
+        cat_results: str | int | None = None,
         **kwargs: Any,
     ) -> None:
+        if cat_results is not None and cat_results != "stack" and not isinstance(cat_results, int):
+            raise ValueError(
+                f"cat_results must be None, 'stack' or an int dim to concatenate along; got {cat_results!r}."
+            )
+        self.cat_results = cat_results
         if preemptive_threshold is not None and not 0.0 < preemptive_threshold <= 1.0:
             raise ValueError(f"preemptive_threshold must be in (0, 1]; got {preemptive_threshold}.")
         self.preemptive_threshold = preemptive_threshold
@@ -144,6 +153,8 @@ class MultiSyncCollector(_MultiCollectorBase):
                 batch = torch.stack(self._pieces(steps), 0)
                 if self._preempt:
                     mark_invalid_tail(batch, [written[i] for i in range(self.num_workers)])
+                if self.cat_results not in (None, "stack"):
+                    batch = torch.cat(batch.unbind(0), self.cat_results)
                 if batch.device != self.storing_device:
                     batch = batch.to(self.storing_device)
                 collected = sum(written.values()) * self._env_numel
