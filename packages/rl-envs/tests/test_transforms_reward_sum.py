@@ -41,3 +41,28 @@ def test_key_count_mismatch_error():
         ValueError, match="RewardSum expects the same number of input and output keys"
     ):
         RewardSum(in_keys=["a", "b"], out_keys=["c"])
+
+
+def test_offline_forward_is_a_cumulative_sum_over_the_time_dim():
+    reward = torch.randn(2, 5, 1)
+    td = TensorDict({("next", "reward"): reward}, batch_size=[2, 5], names=[None, "time"])
+    t = RewardSum(in_keys=[("next", "reward")], out_keys=[("next", "episode_reward")])
+    out = t(td)["next", "episode_reward"]
+    expected = torch.stack([reward[:, : i + 1].sum(1) for i in range(5)], 1)
+    torch.testing.assert_close(out, expected)
+
+
+def test_offline_forward_errors():
+    t = RewardSum(in_keys=["reward"], out_keys=["episode_reward"])
+    with pytest.raises(ValueError, match="must be named 'time'"):
+        t(TensorDict(reward=torch.zeros(3, 1), batch_size=[3]))
+    with pytest.raises(KeyError, match="reward"):
+        t(TensorDict(other=torch.zeros(3, 1), batch_size=[3], names=["time"]))
+
+
+def test_offline_forward_matches_the_env_path():
+    env = TransformedEnv(PendulumEnv(), RewardSum())
+    data = env.rollout(6)
+    t = RewardSum(in_keys=[("next", "reward")], out_keys=[("next", "episode_reward")])
+    offline = t(data.exclude(("next", "episode_reward")))
+    torch.testing.assert_close(offline["next", "episode_reward"], data["next", "episode_reward"])

@@ -95,10 +95,27 @@ class RewardSum(Transform):
         return trajectory
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise NotImplementedError(
-            "RewardSum accumulates along env steps: use it inside a TransformedEnv. On a "
-            "stored trajectory, use a cumulative sum over the time dimension."
-        )
+        """Offline mode: the cumulative sum of each in_key along the dim named ``"time"``.
+
+        Rollouts name their time dim so; the sum runs over the whole stored
+        sequence (TorchRL's offline ``RewardSum``: no restart at episode ends).
+
+        Raises:
+            ValueError: when no batch dim is named ``"time"``.
+            KeyError: when an in_key is missing.
+        """
+        names = tensordict.names if tensordict._has_names() else []
+        if "time" not in names:
+            raise ValueError(
+                "RewardSum: At least one dimension of the tensordict must be named 'time' in "
+                f"offline mode (got names {names or None} for batch size "
+                f"{tuple(tensordict.batch_size)}); set td.names or refine_names first."
+            )
+        time_dim = names.index("time")
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            reward = get_or_raise(self, tensordict, in_key)
+            tensordict.set(out_key, reward.cumsum(time_dim))
+        return tensordict
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         from rl_envs.transforms._utils import spec_has, unbounded_like
