@@ -262,3 +262,21 @@ def test_async_shutdown_stops_the_workers(cls) -> None:
     collector.async_shutdown(timeout=5)
     with pytest.raises(RuntimeError, match="shut down"):
         collector.next()
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_local_constructors_and_lambda_policies_reach_the_workers(cls) -> None:
+    scale = 0.0
+
+    def local_env_fn():  # a local function: plain pickle refuses it
+        return make_toy_env(batch_size=(2,))
+
+    def policy(td):
+        return td.set("action", td["observation"][..., :1] * scale)
+
+    with cls(
+        [local_env_fn, lambda: local_env_fn()], policy, frames_per_batch=8, total_frames=8
+    ) as collector:
+        batch = collector.next()
+    assert batch.numel() == 8
+    assert (batch["action"] == 0).all()

@@ -61,6 +61,50 @@ def _check_picklable(env: Any) -> None:
         ) from error
 
 
+def _dumps(obj: Any) -> bytes:
+    """Pickle ``obj``; local functions and lambdas go by value with cloudpickle (as TorchRL's
+    ``CloudpickleWrapper``) when it is installed. Plain ``pickle.loads`` reads either."""
+    try:
+        return pickle.dumps(obj)
+    except (pickle.PicklingError, AttributeError, TypeError) as error:
+        try:
+            import cloudpickle
+        except ImportError:
+            raise TypeError(
+                f"{type(obj).__name__} cannot be pickled to a worker process ({error}); define it "
+                "at module level or install cloudpickle, which sends local functions by value."
+            ) from error
+        return cloudpickle.dumps(obj)
+
+
+class _PickledByValue:
+    """A constructor that plain pickle refuses (a lambda, a local function), sent by value."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._bytes = _dumps(fn)
+        self._fn: Callable[..., Any] | None = None
+
+    def __getstate__(self) -> bytes:
+        return self._bytes
+
+    def __setstate__(self, state: bytes) -> None:
+        self._bytes, self._fn = state, None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._fn is None:
+            self._fn = pickle.loads(self._bytes)
+        return self._fn(*args, **kwargs)
+
+
+def _picklable_constructor(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` itself when plain pickle takes it, else a wrapper that sends it by value."""
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return _PickledByValue(fn)
+    return fn
+
+
 class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
@@ -117,6 +161,7 @@ class _MultiCollectorBase:
                 )
             if is_env_instance(fn):
                 _check_picklable(fn)
+        env_fns = [fn if is_env_instance(fn) else _picklable_constructor(fn) for fn in env_fns]
         if isinstance(create_env_kwargs, Sequence):
             env_kwargs = [dict(k) for k in create_env_kwargs]
         else:
@@ -143,7 +188,7 @@ class _MultiCollectorBase:
         self._weights = (
             SharedWeights(policy, self._context) if isinstance(policy, nn.Module) else None
         )
-        policy_bytes = pickle.dumps(policy) if policy is not None else None
+        policy_bytes = _dumps(policy) if policy is not None else None
         worker_random = math.ceil((init_random_frames or 0) / self.num_workers)
         collector_kwargs = {
             "device": device,
