@@ -361,3 +361,45 @@ def test_async_shutdown_closes_the_env_unless_asked_not_to(close_env: bool) -> N
     collector.next()
     collector.async_shutdown(timeout=1.0, close_env=close_env)
     assert bool(getattr(env, "closed", False)) is close_env
+
+
+class _ListBuffer:
+    def __init__(self) -> None:
+        self.items: list[TensorDict] = []
+
+    def extend(self, td: TensorDict) -> None:
+        self.items.append(td.clone())
+
+
+def test_extend_buffer_false_writes_one_time_step_at_a_time() -> None:
+    whole, steps = _ListBuffer(), _ListBuffer()
+    for buffer, extend_buffer in ((whole, True), (steps, False)):
+        collector = Collector(ToyEnv((3,)), ScalePolicy(0.5), frames_per_batch=12, total_frames=12,
+                              replay_buffer=buffer, extend_buffer=extend_buffer)  # fmt: skip
+        assert list(collector) == [None]
+    assert [b.shape for b in whole.items] == [torch.Size([3, 4])]
+    assert [b.shape for b in steps.items] == [torch.Size([3])] * 4
+    for t, step in enumerate(steps.items):
+        assert torch.equal(step["observation"], whole.items[0]["observation"][:, t])
+
+
+def test_extend_buffer_false_refuses_whole_batch_options() -> None:
+    with pytest.raises(ValueError, match="extend_buffer=False"):
+        Collector(ToyEnv(()), None, frames_per_batch=4, replay_buffer=_ListBuffer(),
+                  extend_buffer=False, postproc=lambda td: td)  # fmt: skip
+
+
+def test_reset_when_done_false_is_refused_and_use_buffers_keeps_the_batch() -> None:
+    with pytest.raises(ValueError, match="reset_when_done"):
+        Collector(ToyEnv(()), None, frames_per_batch=4, reset_when_done=False)
+    batches = [
+        Collector(
+            ToyEnv((2,)),
+            ScalePolicy(0.5),
+            frames_per_batch=8,
+            total_frames=8,
+            use_buffers=use_buffers,
+        ).next()
+        for use_buffers in (None, False)
+    ]
+    assert (batches[0] == batches[1]).all()

@@ -98,8 +98,10 @@ def finish_batch(
     flatten: bool,
     postproc: Callable[[TensorDictBase], TensorDictBase] | None,
     replay_buffer: Any | None,
+    extend_buffer: bool = True,
 ) -> TensorDictBase | None:
-    """Split / flatten / post-process a batch, then hand it to the replay buffer if any.
+    """Split / flatten / post-process a batch, then hand it to the replay buffer if any
+    (whole, or one time step ``batch[..., t]`` at a time when ``extend_buffer=False``).
 
     Returns:
         The batch, or ``None`` when it went to ``replay_buffer`` (TorchRL's behaviour).
@@ -113,13 +115,35 @@ def finish_batch(
     if postproc is not None:
         batch = postproc(batch)
     if replay_buffer is not None:
-        replay_buffer.extend(batch)
+        if extend_buffer or flatten:
+            replay_buffer.extend(batch)
+        else:
+            for step in batch.unbind(-1):
+                replay_buffer.extend(step.reshape(-1))
         return None
     return batch
 
 
-def check_options(split_trajs: bool, flatten: bool) -> None:
-    """Reject option combinations that have no meaning."""
+def check_options(
+    split_trajs: bool,
+    flatten: bool,
+    *,
+    reset_when_done: bool = True,
+    replay_buffer: Any | None = None,
+    extend_buffer: bool = True,
+    postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
+) -> None:
+    """Reject option combinations that have no meaning (and TorchRL's retired ones)."""
+    if not reset_when_done:
+        raise ValueError(
+            "reset_when_done=False is not supported (deprecated in TorchRL too): sub-envs that "
+            "are done are always reset; drop the argument."
+        )
+    if replay_buffer is not None and not extend_buffer and (postproc is not None or split_trajs):
+        raise ValueError(
+            "extend_buffer=False writes each step to the replay buffer as it comes, so postproc "
+            "and split_trajs (which need the whole batch) must be None/False; set extend_buffer=True."
+        )
     if split_trajs and flatten:
         raise ValueError(
             "split_trajs=True and flatten=True both reshape the batch; pick one "

@@ -132,12 +132,22 @@ class _MultiCollectorBase:
         split_trajs: bool = False,
         exploration_type: InteractionType | str = InteractionType.RANDOM,
         replay_buffer: Any | None = None,
+        extend_buffer: bool = True,
+        reset_when_done: bool = True,
+        use_buffers: bool | None = None,
         flatten: bool = False,
         progress_bar: bool = False,
         mp_start_method: str | None = None,
         num_sub_threads: int = 1,
     ) -> None:
-        check_options(split_trajs, flatten)
+        check_options(
+            split_trajs,
+            flatten,
+            reset_when_done=reset_when_done,
+            replay_buffer=replay_buffer,
+            extend_buffer=extend_buffer,
+            postproc=postproc,
+        )
         self._closed = True  # until the workers exist
         env_fns = list(create_env_fn) if isinstance(create_env_fn, Sequence) else None
         if env_fns is None:
@@ -175,6 +185,8 @@ class _MultiCollectorBase:
         self.split_trajs = split_trajs
         self.flatten = flatten
         self.replay_buffer = replay_buffer
+        self.extend_buffer = extend_buffer
+        self.use_buffers = use_buffers
         self.progress_bar = progress_bar
         self.policy = policy
         self.storing_device = torch.device(storing_device or device or "cpu")

@@ -110,6 +110,13 @@ class Collector:
         exploration_type: tensordict interaction type the policy runs under.
         return_same_td: hand out the internal buffer itself (overwritten by the next batch).
         replay_buffer: anything with ``extend(td)``; batches go there and iteration yields ``None``.
+        extend_buffer: ``True`` extends ``replay_buffer`` with each whole batch; ``False`` with
+            one time step at a time (then ``postproc`` and ``split_trajs`` are refused), as TorchRL.
+        reset_when_done: only ``True`` (done sub-envs are always reset); ``False`` raises, as
+            in TorchRL where it is deprecated.
+        use_buffers: TorchRL's choice between preallocated and stacked batches. Accepted for
+            its signature: batches are always written into one preallocated buffer here,
+            which gives the same batch for envs whose specs do not change shape.
         flatten: hand out ``[frames]`` instead of ``[*B, T]``.
         track_policy_version: write ``("collector", "policy_version")`` (bumped by
             :meth:`update_policy_weights_`).
@@ -144,12 +151,22 @@ class Collector:
         exploration_type: InteractionType | str = InteractionType.RANDOM,
         return_same_td: bool = False,
         replay_buffer: Any | None = None,
+        extend_buffer: bool = True,
+        reset_when_done: bool = True,
+        use_buffers: bool | None = None,
         flatten: bool = False,
         track_policy_version: bool = False,
         progress_bar: bool = False,
         use_env_rollout: bool = True,
     ) -> None:
-        check_options(split_trajs, flatten)
+        check_options(
+            split_trajs,
+            flatten,
+            reset_when_done=reset_when_done,
+            replay_buffer=replay_buffer,
+            extend_buffer=extend_buffer,
+            postproc=postproc,
+        )
         if max_frames_per_traj is not None and max_frames_per_traj <= 0:
             raise ValueError(f"max_frames_per_traj must be None or > 0; got {max_frames_per_traj}.")
         self.env = _make_env(create_env_fn, create_env_kwargs)
@@ -172,6 +189,8 @@ class Collector:
         self.exploration_type = resolve_exploration_type(exploration_type)
         self.return_same_td = return_same_td
         self.replay_buffer = replay_buffer
+        self.extend_buffer = extend_buffer
+        self.use_buffers = use_buffers
         self.track_policy_version = track_policy_version
         self.progress_bar = progress_bar
 
@@ -466,6 +485,7 @@ class Collector:
                     flatten=self.flatten,
                     postproc=self.postproc,
                     replay_buffer=self.replay_buffer,
+                    extend_buffer=self.extend_buffer,
                 )
         finally:
             if bar is not None:

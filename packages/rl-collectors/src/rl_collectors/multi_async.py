@@ -97,6 +97,7 @@ class MultiAsyncCollector(_MultiCollectorBase):
                     flatten=self.flatten,
                     postproc=self.postproc,
                     replay_buffer=self.replay_buffer,
+                    extend_buffer=self.extend_buffer,
                 )
         finally:
             if bar is not None:

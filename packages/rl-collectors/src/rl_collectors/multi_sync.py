@@ -169,6 +169,7 @@ class MultiSyncCollector(_MultiCollectorBase):
                     flatten=self.flatten,
                     postproc=self.postproc,
                     replay_buffer=self.replay_buffer,
+                    extend_buffer=self.extend_buffer,
                 )
         finally:
             if bar is not None:
