@@ -129,14 +129,14 @@ SKIPPED: dict[str, str] = {
 }
 
 # Sections that fail today because of a gap in another package (xfail, strict).
-_ENV_CREATOR_PICKLE = (
-    "rl-envs: SerialEnv(3, EnvCreator(lambda: GymEnv(...))) cannot be pickled to a worker "
-    "process (rl_envs.EnvCreator pickles its function with pickle; TorchRL's wraps it with "
-    "cloudpickle), so MultiSync/MultiaSync collectors given that env instance refuse it"
+_ENV_INSTANCE_PICKLE = (
+    "rl-collectors: the SerialEnv instance holds GymWrapper's spec readers (local lambdas), "
+    "which plain pickle cannot send to a worker process; TorchRL sends env instances with "
+    "cloudpickle"
 )
 KNOWN_GAPS: dict[str, str] = {
-    "003/multi-sync": _ENV_CREATOR_PICKLE,
-    "003/multi-async": _ENV_CREATOR_PICKLE,
+    "003/multi-sync": _ENV_INSTANCE_PICKLE,
+    "003/multi-async": _ENV_INSTANCE_PICKLE,
 }
 
 # Training budgets: (pattern, cap). Caps keep frames_per_batch | total_frames.

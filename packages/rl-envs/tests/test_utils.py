@@ -85,3 +85,20 @@ def test_env_creator_pickles_and_reads_specs():
     assert env.batch_size == (2,)
     assert make.meta_data["full_action_spec"]["action"].shape == (2, 1)
     assert make(batch_size=[3]).batch_size == (3,)
+
+
+def test_env_creator_pickles_lambdas_and_closures():
+    # Plain pickle refuses both; TorchRL's EnvCreator carries them to workers with cloudpickle.
+    size = 3
+    for factory in (lambda: PendulumEnv(batch_size=[size]), _local_factory(size)):
+        with pytest.raises((pickle.PicklingError, AttributeError)):
+            pickle.dumps(factory)
+        make = pickle.loads(pickle.dumps(EnvCreator(factory)))
+        assert make().batch_size == (size,)
+
+
+def _local_factory(size: int):
+    def make_env():
+        return PendulumEnv(batch_size=[size])
+
+    return make_env

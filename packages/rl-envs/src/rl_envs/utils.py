@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import cloudpickle
 import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
@@ -249,6 +250,17 @@ class EnvCreator:
 
     def __call__(self, **kwargs: Any) -> Any:
         return self.create_env_fn(**{**self.create_env_kwargs, **kwargs})
+
+    def __getstate__(self) -> dict[str, Any]:
+        # cloudpickle, as TorchRL: lambdas and locally defined factories reach worker processes.
+        state = dict(self.__dict__)
+        state["create_env_fn"] = cloudpickle.dumps(self.create_env_fn)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        state["create_env_fn"] = cloudpickle.loads(state["create_env_fn"])
+        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         name = getattr(self.create_env_fn, "__name__", repr(self.create_env_fn))
