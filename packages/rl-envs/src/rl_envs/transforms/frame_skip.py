@@ -26,14 +26,20 @@ class FrameSkipTransform(Transform):
 
     def __init__(self, frame_skip: int = 1) -> None:
         if frame_skip < 1:
-            raise ValueError(f"FrameSkipTransform: frame_skip must be >= 1, got {frame_skip}.")
+            raise ValueError(
+                "FrameSkipTransform: frame_skip should have a value greater or equal to one, "
+                f"got {frame_skip}."
+            )
         super().__init__()
         self.frame_skip = frame_skip
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         env, _ = self._env_and_index()
         if env is None:
-            raise RuntimeError("FrameSkipTransform steps an env: use it in a TransformedEnv.")
+            raise RuntimeError(
+                "parent not found for FrameSkipTransform: it steps an env, use it in a "
+                "TransformedEnv."
+            )
         reward = next_tensordict.get("reward")
         done = next_tensordict.get("done")
         for _ in range(self.frame_skip - 1):
@@ -52,7 +58,10 @@ class FrameSkipTransform(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise NotImplementedError("FrameSkipTransform steps an env: use it in a TransformedEnv.")
+        raise NotImplementedError(
+            "FrameSkipTransform can only be used when appended to a transformed env: it "
+            "steps an env."
+        )
 
     def extra_repr(self) -> str:
         return f"frame_skip={self.frame_skip}"

@@ -71,8 +71,8 @@ class InitTracker(Transform):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
-            "InitTracker marks resets: use it inside a TransformedEnv (stored trajectories "
-            "already hold is_init)."
+            "InitTracker cannot be executed without a parent env: it marks resets, use it "
+            "inside a TransformedEnv (stored trajectories already hold is_init)."
         )
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:

@@ -45,7 +45,10 @@ class NoopResetEnv(Transform):
     ) -> TensorDictBase:
         env, _ = self._env_and_index()
         if env is None:
-            raise RuntimeError("NoopResetEnv steps an env: use it in a TransformedEnv.")
+            raise RuntimeError(
+                "NoopResetEnv.parent not found. Make sure that the parent is set. The "
+                "transform steps an env: use it in a TransformedEnv."
+            )
         mask = reset_mask(tensordict)
         if mask is not None and not bool(mask.all()):
             return tensordict_reset
@@ -69,7 +72,10 @@ class NoopResetEnv(Transform):
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise NotImplementedError("NoopResetEnv steps an env: use it in a TransformedEnv.")
+        raise NotImplementedError(
+            "NoopResetEnv.parent not found. Make sure that the parent is set. The transform "
+            "steps an env: use it in a TransformedEnv."
+        )
 
     def extra_repr(self) -> str:
         return f"noops={self.noops}, random={self.random}"

@@ -113,8 +113,8 @@ class StepCounter(Transform):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
-            "StepCounter counts env steps: use it inside a TransformedEnv. On stored "
-            "trajectories the count is already in the data."
+            "StepCounter cannot be called independently: it counts env steps, use it "
+            "inside a TransformedEnv. On stored trajectories the count is already in the data."
         )
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:

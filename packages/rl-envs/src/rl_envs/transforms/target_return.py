@@ -101,7 +101,8 @@ class TargetReturn(Transform):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
-            "TargetReturn only runs inside an env (it needs resets and steps), not on data."
+            "TargetReturn cannot be executed without a parent env: it needs resets and "
+            "steps: it only runs inside an env (a TransformedEnv), not on data."
         )
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
