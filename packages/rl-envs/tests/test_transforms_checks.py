@@ -54,3 +54,8 @@ def test_remove_empty_specs_drops_empty_entries_from_specs_and_data() -> None:
     ro = env.rollout(2)
     assert "other" not in set(ro.keys()) | set(ro["next"].keys())
     check_env_specs(env)
+
+
+def test_finite_check_error_phrase():
+    with pytest.raises(ValueError, match="Encountered a non-finite tensor"):
+        FiniteTensorDictCheck()(TensorDict(x=torch.tensor([float("inf")])))

@@ -48,3 +48,19 @@ def test_noop_reset_outside_env():
     td = TensorDict(observation=torch.zeros(2))
     with pytest.raises(RuntimeError, match=r"NoopResetEnv\.parent not found"):
         NoopResetEnv()._reset(td, td.clone())
+
+
+def test_compose_pop_out_of_range_is_an_index_error():
+    compose = Compose(StepCounter())
+    compose.pop()
+    with pytest.raises(IndexError, match="index -1 is out of range"):
+        compose.pop()
+    with pytest.raises(IndexError, match="index 3 is out of range"):
+        Compose(StepCounter()).pop(3)
+
+
+def test_cat_frames_on_unbatched_data():
+    from rl_envs import CatFrames
+
+    with pytest.raises(ValueError, match="cannot process unbatched tensordict instances"):
+        CatFrames(N=2, dim=-1, in_keys=["obs"])(TensorDict(obs=torch.zeros(3)))

@@ -195,8 +195,9 @@ class CatFrames(Transform):
     def _stack_trajectories(self, tensordict: TensorDictBase) -> TensorDictBase:
         if tensordict.batch_dims < 1:
             raise ValueError(
-                "CatFrames on a bare TensorDict needs a time dimension: pass trajectories "
-                "shaped [..., T] (time = last batch dim)."
+                "CatFrames cannot process unbatched tensordict instances: on a bare "
+                "TensorDict it needs a time dimension, pass trajectories shaped [..., T] "
+                "(time = last batch dim)."
             )
         time_dim = tensordict.batch_dims - 1
         T = tensordict.batch_size[-1]

@@ -137,8 +137,11 @@ class Compose(Transform):
 
     def pop(self, index: int = -1) -> Transform:
         """Removes and returns a transform (the last one by default), detached."""
-        if not self.transforms:
-            raise IndexError("pop from an empty Compose.")
+        n = len(self.transforms)
+        if not -n <= index < n:
+            raise IndexError(
+                f"Compose.pop: index {index} is out of range for a Compose of {n} transforms."
+            )
         transform = self.transforms[index]
         del self.transforms[index]
         transform.reset_parent()

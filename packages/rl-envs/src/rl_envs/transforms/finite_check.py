@@ -17,8 +17,9 @@ def _check_finite(td: TensorDictBase) -> TensorDictBase:
         )
         if bad:
             raise ValueError(
-                f"FiniteTensorDictCheck: entry {key!r} holds a NaN or an infinite value "
-                f"(shape {tuple(value.shape)}); find where the env or a transform produces it."
+                f"FiniteTensorDictCheck: Encountered a non-finite tensor at entry {key!r} (a NaN "
+                f"or an infinite value, shape {tuple(value.shape)}); find where the env or a "
+                "transform produces it."
             )
     return td
 
