@@ -280,6 +280,8 @@ class _MultiCollectorBase:
 
     # -- messaging --------------------------------------------------------------------------
     def _send(self, index: int, command: str, argument: Any = None) -> None:
+        if self._closed:
+            raise RuntimeError("this collector was shut down; create a new one.")
         try:
             self._conns[index].send((command, argument))
         except (BrokenPipeError, OSError):
