@@ -403,3 +403,38 @@ def test_reset_when_done_false_is_refused_and_use_buffers_keeps_the_batch() -> N
         for use_buffers in (None, False)
     ]
     assert (batches[0] == batches[1]).all()
+
+
+def test_start_collects_into_the_buffer_in_the_background_until_async_shutdown() -> None:
+    import time
+
+    buffer = _ListBuffer()
+    collector = Collector(ToyEnv((2,)), None, frames_per_batch=4, total_frames=-1,
+                          replay_buffer=buffer)  # fmt: skip
+    collector.start()
+    with pytest.raises(RuntimeError, match="already started"):
+        collector.start()
+    deadline = time.monotonic() + 30
+    while len(buffer.items) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    collector.async_shutdown(timeout=30)
+    count = len(buffer.items)
+    assert count >= 3 and all(b.shape == (2, 2) for b in buffer.items)
+    time.sleep(0.05)
+    assert len(buffer.items) == count, "no batch after async_shutdown"
+
+
+def test_start_needs_a_buffer_and_reraises_the_threads_error() -> None:
+    with pytest.raises(RuntimeError, match="replay_buffer"):
+        Collector(ToyEnv(()), None, frames_per_batch=4).start()
+
+    class Broken(_ListBuffer):
+        def extend(self, td: TensorDict) -> None:
+            raise ValueError("full")
+
+    collector = Collector(ToyEnv(()), None, frames_per_batch=4, total_frames=8,
+                          replay_buffer=Broken())  # fmt: skip
+    collector.start()
+    with pytest.raises(RuntimeError, match="background") as info:
+        collector.async_shutdown(timeout=30)
+    assert isinstance(info.value.__cause__, ValueError)
