@@ -129,15 +129,7 @@ SKIPPED: dict[str, str] = {
 }
 
 # Sections that fail today because of a gap in another package (xfail, strict).
-_ENV_INSTANCE_PICKLE = (
-    "rl-collectors: the SerialEnv instance holds GymWrapper's spec readers (local lambdas), "
-    "which plain pickle cannot send to a worker process; TorchRL sends env instances with "
-    "cloudpickle"
-)
-KNOWN_GAPS: dict[str, str] = {
-    "003/multi-sync": _ENV_INSTANCE_PICKLE,
-    "003/multi-async": _ENV_INSTANCE_PICKLE,
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 # Training budgets: (pattern, cap). Caps keep frames_per_batch | total_frames.
 _BUDGETS = [

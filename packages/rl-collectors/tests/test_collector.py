@@ -100,6 +100,16 @@ def test_max_frames_per_traj_truncates_and_resets() -> None:
     assert got["observation"][..., 0].max() == 3  # steps 0..3 within each trajectory
 
 
+@pytest.mark.parametrize("no_limit", [0, -1])
+def test_non_positive_max_frames_per_traj_means_no_limit(no_limit: int) -> None:
+    """TorchRL's reading (its tutorials pass -1): nothing is truncated."""
+    env = ToyEnv((2,), min_len=50, span=1)
+    kwargs = {"frames_per_batch": 20, "total_frames": 40}
+    got = torch.cat(list(Collector(env, None, max_frames_per_traj=no_limit, **kwargs)), -1)
+    assert not got["next", "truncated"].any()
+    assert got["observation"][..., 0].max() == 19
+
+
 def test_reset_at_each_iter_starts_every_batch_fresh() -> None:
     collector = Collector(ToyEnv((2,), min_len=50, span=1), None, frames_per_batch=6, total_frames=18,
                           reset_at_each_iter=True)  # fmt: skip
@@ -313,7 +323,6 @@ def test_constructor_and_factory() -> None:
         ({"frames_per_batch": 4, "total_frames": 7}, ValueError, "total_frames=7"),
         ({"frames_per_batch": 4, "split_trajs": True, "flatten": True}, ValueError, "pick one"),
         ({"frames_per_batch": 4, "exploration_type": "sometimes"}, ValueError, "sometimes"),
-        ({"frames_per_batch": 4, "max_frames_per_traj": 0}, ValueError, "max_frames_per_traj"),
     ],
 )
 def test_bad_arguments_are_explained(kwargs: dict, error: type, match: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import pickle
+import threading
 
 import pytest
 import torch
@@ -197,11 +199,25 @@ def test_env_instances_are_pickled_to_the_workers(cls) -> None:
     assert parent_env.total_steps == 0, "the workers step their own copies"
 
 
+def test_env_instance_holding_a_lambda_goes_by_value() -> None:
+    """Plain pickle refuses a lambda attribute; cloudpickle sends it (TorchRL's behaviour)."""
+    from rl_collectors_toy_env import ToyEnv
+
+    env = ToyEnv((2,))
+    env.hook = lambda td: td
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(env)
+    kwargs = {"frames_per_batch": 8, "total_frames": 16}
+    with MultiSyncCollector([env, env], ScalePolicy(1.0), **kwargs) as collector:
+        batches = [b.clone() for b in collector]
+    assert sum(b.numel() for b in batches) == 16
+
+
 def test_unpicklable_env_instance_is_explained() -> None:
     from rl_collectors_toy_env import ToyEnv
 
     env = ToyEnv((2,))
-    env.hook = lambda td: td  # a lambda cannot be pickled
+    env.lock = threading.Lock()  # neither pickle nor cloudpickle takes a lock
     with pytest.raises(TypeError, match=r"cannot be pickled.*constructor"):
         MultiSyncCollector([env, env], None, frames_per_batch=4)
 
@@ -280,3 +296,16 @@ def test_local_constructors_and_lambda_policies_reach_the_workers(cls) -> None:
         batch = collector.next()
     assert batch.numel() == 8
     assert (batch["action"] == 0).all()
+
+
+def test_device_lists_give_each_worker_its_own() -> None:
+    """TorchRL's form: ``device=["cpu", "cpu"]`` is one device per worker."""
+    kwargs = {"frames_per_batch": 8, "total_frames": 16}
+    with MultiSyncCollector([TOY_2, TOY_2], ScalePolicy(1.0), device=["cpu", "cpu"], **kwargs) as c:
+        batches = [b.clone() for b in c]
+    assert sum(b.numel() for b in batches) == 16
+    assert all(b.device == torch.device("cpu") for b in batches)
+    with pytest.raises(ValueError, match=r"list of 3 devices for 2 workers"):
+        MultiSyncCollector([TOY_2, TOY_2], None, device=["cpu"] * 3, **kwargs)
+    with pytest.raises(ValueError, match=r"storing devices differ"):
+        MultiSyncCollector([TOY_2, TOY_2], None, storing_device=["cpu", "meta"], **kwargs)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
+import cloudpickle
 import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDictBase
@@ -49,31 +50,27 @@ def _context(start_method: str | None) -> Any:
     return context
 
 
-def _check_picklable(env: Any) -> None:
-    """An env instance goes to its worker by pickling (as in TorchRL): fail early and clearly."""
+def _env_for_worker(env: Any) -> Any:
+    """An env instance goes to its worker pickled once, here (as in TorchRL): plain pickle
+    where it can, else cloudpickle (lambdas and local functions the env holds); an env
+    neither can pickle fails here, early and clearly."""
     try:
-        pickle.dumps(env)
+        by_value = _EnvByValue(env)
     except Exception as error:
         raise TypeError(
             f"the env instance {type(env).__name__} cannot be pickled to a worker process "
             f"({type(error).__name__}: {error}); pass a constructor instead "
             "(e.g. functools.partial(MyEnv, ...) or EnvCreator(lambda: MyEnv(...)))."
         ) from error
+    return by_value
 
 
 def _dumps(obj: Any) -> bytes:
     """Pickle ``obj``; local functions and lambdas go by value with cloudpickle (as TorchRL's
-    ``CloudpickleWrapper``) when it is installed. Plain ``pickle.loads`` reads either."""
+    ``CloudpickleWrapper``). Plain ``pickle.loads`` reads either."""
     try:
         return pickle.dumps(obj)
-    except (pickle.PicklingError, AttributeError, TypeError) as error:
-        try:
-            import cloudpickle
-        except ImportError:
-            raise TypeError(
-                f"{type(obj).__name__} cannot be pickled to a worker process ({error}); define it "
-                "at module level or install cloudpickle, which sends local functions by value."
-            ) from error
+    except (pickle.PicklingError, AttributeError, TypeError):
         return cloudpickle.dumps(obj)
 
 
@@ -90,10 +87,20 @@ class _PickledByValue:
     def __setstate__(self, state: bytes) -> None:
         self._bytes, self._fn = state, None
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _load(self) -> Any:
         if self._fn is None:
             self._fn = pickle.loads(self._bytes)
-        return self._fn(*args, **kwargs)
+        return self._fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._load()(*args, **kwargs)
+
+
+class _EnvByValue(_PickledByValue):
+    """An env instance plain pickle refuses, sent by value; the worker's call returns it."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._load()
 
 
 def _picklable_constructor(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -103,6 +110,18 @@ def _picklable_constructor(fn: Callable[..., Any]) -> Callable[..., Any]:
     except (pickle.PicklingError, AttributeError, TypeError):
         return _PickledByValue(fn)
     return fn
+
+
+def _per_worker(name: str, value: Any, num_workers: int) -> list[Any]:
+    """One device per worker: a list or tuple gives each worker its own (TorchRL's form)."""
+    if not isinstance(value, (list, tuple)):
+        return [value] * num_workers
+    if len(value) != num_workers:
+        raise ValueError(
+            f"{name} is a list of {len(value)} devices for {num_workers} workers; give one "
+            "device per worker, or a single device for all of them."
+        )
+    return list(value)
 
 
 class WorkerError(RuntimeError):
@@ -120,10 +139,10 @@ class _MultiCollectorBase:
         num_workers: int | None = None,
         frames_per_batch: int,
         total_frames: int = -1,
-        device: DeviceLike = None,
-        storing_device: DeviceLike = None,
-        policy_device: DeviceLike = None,
-        env_device: DeviceLike = None,
+        device: DeviceLike | Sequence[DeviceLike] = None,
+        storing_device: DeviceLike | Sequence[DeviceLike] = None,
+        policy_device: DeviceLike | Sequence[DeviceLike] = None,
+        env_device: DeviceLike | Sequence[DeviceLike] = None,
         create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         max_frames_per_traj: int | None = None,
         init_random_frames: int | None = None,
@@ -169,9 +188,10 @@ class _MultiCollectorBase:
                     "pickling) or a picklable constructor (a class, a function, "
                     f"functools.partial, EnvCreator); got {type(fn).__name__}."
                 )
-            if is_env_instance(fn):
-                _check_picklable(fn)
-        env_fns = [fn if is_env_instance(fn) else _picklable_constructor(fn) for fn in env_fns]
+        env_fns = [
+            _env_for_worker(fn) if is_env_instance(fn) else _picklable_constructor(fn)
+            for fn in env_fns
+        ]
         if isinstance(create_env_kwargs, Sequence):
             env_kwargs = [dict(k) for k in create_env_kwargs]
         else:
@@ -189,7 +209,26 @@ class _MultiCollectorBase:
         self.use_buffers = use_buffers
         self.progress_bar = progress_bar
         self.policy = policy
-        self.storing_device = torch.device(storing_device or device or "cpu")
+        devices = {
+            name: _per_worker(name, value, self.num_workers)
+            for name, value in (
+                ("device", device),
+                ("storing_device", storing_device),
+                ("policy_device", policy_device),
+                ("env_device", env_device),
+            )
+        }
+        storing = {
+            torch.device(s or d or "cpu")
+            for s, d in zip(devices["storing_device"], devices["device"], strict=True)
+        }
+        if len(storing) > 1:
+            raise ValueError(
+                f"the workers' batches are gathered on one device, but their storing devices "
+                f"differ ({sorted(map(str, storing))}); give every worker the same "
+                "storing_device (policy and env devices may differ per worker)."
+            )
+        self.storing_device = storing.pop()
         self._frames = 0
         self._iter = 0
         self._iterator: Iterator[TensorDictBase | None] | None = None
@@ -203,9 +242,6 @@ class _MultiCollectorBase:
         policy_bytes = _dumps(policy) if policy is not None else None
         worker_random = math.ceil((init_random_frames or 0) / self.num_workers)
         collector_kwargs = {
-            "device": device,
-            "policy_device": policy_device,
-            "env_device": env_device,
             "max_frames_per_traj": max_frames_per_traj,
             "init_random_frames": worker_random,
             "reset_at_each_iter": reset_at_each_iter,
@@ -225,7 +261,12 @@ class _MultiCollectorBase:
                 create_env_kwargs=kwargs,
                 policy_bytes=policy_bytes,
                 frames_per_batch=self._worker_frames_per_batch(),
-                collector_kwargs=collector_kwargs,
+                collector_kwargs={
+                    **collector_kwargs,
+                    "device": devices["device"][index],
+                    "policy_device": devices["policy_device"][index],
+                    "env_device": devices["env_device"][index],
+                },
                 num_threads=num_sub_threads,
                 preemptive=getattr(self, "_preempt", False),
             )

@@ -103,7 +103,8 @@ class Collector:
         policy_device: where the policy runs. Defaults to the policy's parameters' device.
         env_device: where the env lives. Defaults to ``env.device`` (or CPU).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
-        max_frames_per_traj: cut (truncate and reset) trajectories at this many steps.
+        max_frames_per_traj: cut (truncate and reset) trajectories at this many steps;
+            ``None``, 0 or a negative number (TorchRL's ``-1``) means no limit.
         init_random_frames: the first frames use random actions from the action spec.
         reset_at_each_iter: reset every sub-env at the start of each batch.
         postproc: applied to each batch before it is handed out.
@@ -169,7 +170,7 @@ class Collector:
             postproc=postproc,
         )
         if max_frames_per_traj is not None and max_frames_per_traj <= 0:
-            raise ValueError(f"max_frames_per_traj must be None or > 0; got {max_frames_per_traj}.")
+            max_frames_per_traj = None  # TorchRL's reading: 0 or negative means no limit
         self.env = _make_env(create_env_fn, create_env_kwargs)
         self.batch_size = torch.Size(self.env.batch_size)
         self._env_numel = self.batch_size.numel()
