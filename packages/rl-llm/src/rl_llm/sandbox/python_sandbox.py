@@ -209,10 +209,14 @@ class PythonSandbox:
             "read_roots": list(self.read_roots),
         }
         (root / "config.json").write_text(json.dumps(config))
+        # A copy beside the config: the sandbox user may not read the installed package
+        # (a checkout under a private directory), only what is in this throw-away root.
+        child = root / "child.py"
+        shutil.copyfile(_CHILD, child)
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             process = subprocess.Popen(
-                [self.python, "-I", "-B", str(_CHILD), str(root / "config.json")],
+                [self.python, "-I", "-B", str(child), str(root / "config.json")],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
