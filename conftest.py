@@ -1,8 +1,18 @@
-"""Shared pytest hooks for every test folder: ``gpu`` tests skip where no CUDA device is."""
+"""Shared pytest hooks for every test folder: ``gpu`` tests skip where no CUDA device is.
+
+Triton kernels run through Triton's interpreter in tests (``TRITON_INTERPRET=1``; a value
+already in the environment wins, ``0`` tests the compiled kernels on a GPU). Triton reads
+it once, when it is imported, and ``tensordict`` imports it: so it is set here, in the
+first conftest pytest loads, before any package's test folder imports tensordict.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
