@@ -8,6 +8,8 @@ import torch
 from rl_buffers import (
     LazyMemmapStorage,
     LazyTensorStorage,
+    ListStorage,
+    ReplayBuffer,
     StorageMemoryError,
     TensorDictMaxValueWriter,
     TensorDictReplayBuffer,
@@ -123,3 +125,17 @@ def test_max_value_writer_keeps_top_ranked():
         rb.extend(data)
     stored = rb.storage.get(torch.arange(len(rb)))["r"]
     assert torch.equal(stored.sort().values, ranks.sort().values[-5:])
+
+
+def test_list_storage_batch_larger_than_capacity_keeps_the_last_items():
+    rb = ReplayBuffer(storage=ListStorage(3), batch_size=3)
+    rb.extend([torch.tensor([i]) for i in range(5)])  # writes 0, 1, 2, 0, 1: 3 and 4 win
+    assert [int(x) for x in rb.storage.get(torch.arange(3))] == [3, 4, 2]
+    assert rb.writer._cursor == 2
+
+
+def test_list_storage_refuses_a_hole():
+    storage = ListStorage(5)
+    with pytest.raises(IndexError, match="position 2 with 0 items stored"):
+        storage.set(torch.tensor([0, 2]), ["a", "b"])
+    assert len(storage) == 0

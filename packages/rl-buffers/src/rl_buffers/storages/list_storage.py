@@ -71,15 +71,21 @@ class ListStorage(Storage):
             positions = list(index)
         if len(positions) != len(items):
             raise ValueError(f"{len(positions)} positions for {len(items)} items.")
-        for pos, item in zip(positions, items, strict=False):
-            if pos < 0 or pos > len(self._items) or pos >= self.max_size:
-                raise IndexError(
-                    f"ListStorage: cannot write position {pos} with {len(self._items)} items stored."
-                )
+        final = dict(zip(positions, items, strict=True))  # a position written twice: last wins
+        stored = len(self._items)
+        appended = sorted(pos for pos in final if pos >= stored)
+        holes = [pos for want, pos in enumerate(appended, start=stored) if pos != want]
+        bad = [pos for pos in final if pos < 0 or pos >= self.max_size] + holes
+        if bad:
+            raise IndexError(
+                f"ListStorage: cannot write position {bad[0]} with {stored} items stored "
+                f"(max_size {self.max_size}): positions past the end must continue it."
+            )
+        for pos in sorted(final):  # in order, so a wrapped batch ([2, 0, 1]) fills an empty list
             if pos == len(self._items):
-                self._items.append(item)
+                self._items.append(final[pos])
             else:
-                self._items[pos] = item
+                self._items[pos] = final[pos]
         if positions:
             self._cursor = (positions[-1] + 1) % self.max_size
             self._write_count += 1
