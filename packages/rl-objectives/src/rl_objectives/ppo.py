@@ -235,6 +235,19 @@ class PPOLoss(LossModule):
             weighted_entropy_loss(entropy, self.entropy_coeff, batch_ndim)
         )
 
+    def _critic_loss_inputs(
+        self,
+        target_return: torch.Tensor,
+        state_value: torch.Tensor,
+        old_state_value: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Hook on the critic-loss inputs (TorchRL's name): identity here.
+
+        :class:`~rl_objectives.MAPPOLoss` overrides it to put the target, the prediction and
+        the stored value through a running value normaliser before the distance and the clip.
+        """
+        return target_return, state_value, old_state_value
+
     def _critic_terms(self, td: TensorDictBase, out: dict[str, Any]) -> None:
         if self.critic_network is None or not self.critic_coeff:
             return
@@ -243,6 +256,7 @@ class PPOLoss(LossModule):
         old_value = self._get(td, "value") if self.clip_value else None
         td_in = td.detach() if self.separate_losses else td
         value = output_of(self.critic_network, td_in, keys.value, self._critic_params())
+        target, value, old_value = self._critic_loss_inputs(target, value, old_value)
         if (
             self.reduction == "mean"
             and old_value is None
