@@ -53,12 +53,15 @@ from rl_modules.networks import (
     DdpgMlpQNet,
     DuelingCnnDQNet,
     Ensemble,
+    Mixer,
     MultiAgentConvNet,
     MultiAgentMLP,
     NoisyLazyLinear,
     NoisyLinear,
+    QMixer,
     SquashDims,
     StackedParams,
+    VDNMixer,
 )
 from rl_modules.recurrent import (
     GRU,
@@ -72,6 +75,7 @@ from rl_modules.recurrent import (
     recurrent_mode,
     set_recurrent_mode,
 )
+from rl_modules.value_norm import PopArtValueNorm, RunningValueNorm, ValueNorm
 
 __version__ = _version("rl-modules")
 
@@ -105,6 +109,7 @@ __all__ = [
     "LazygSDEModule",
     "MaskedCategorical",
     "MaskedOneHotCategorical",
+    "Mixer",
     "MultiAgentConvNet",
     "MultiAgentMLP",
     "NoisyLazyLinear",
@@ -114,11 +119,14 @@ __all__ = [
     "OneHotOrdinal",
     "Ordinal",
     "OrnsteinUhlenbeckProcessModule",
+    "PopArtValueNorm",
     "ProbabilisticActor",
+    "QMixer",
     "QValueActor",
     "QValueModule",
     "RandomPolicy",
     "RecurrentStatePrimer",
+    "RunningValueNorm",
     "SafeModule",
     "SafeProbabilisticModule",
     "SafeProbabilisticTensorDictSequential",
@@ -130,6 +138,8 @@ __all__ = [
     "TanhModule",
     "TanhNormal",
     "TruncatedNormal",
+    "VDNMixer",
+    "ValueNorm",
     "ValueOperator",
     "__version__",
     "exploration_type",

@@ -4,6 +4,7 @@ from rl_modules.networks.batchrenorm import BatchRenorm1d
 from rl_modules.networks.conv import Conv3dNet, ConvNet, SquashDims
 from rl_modules.networks.dqn import DdpgMlpActor, DdpgMlpQNet, DuelingCnnDQNet
 from rl_modules.networks.ensemble import Ensemble, StackedParams
+from rl_modules.networks.mixers import Mixer, QMixer, VDNMixer
 from rl_modules.networks.mlp import MLP
 from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP
 from rl_modules.networks.noisy import NoisyLazyLinear, NoisyLinear
@@ -17,10 +18,13 @@ __all__ = [
     "DdpgMlpQNet",
     "DuelingCnnDQNet",
     "Ensemble",
+    "Mixer",
     "MultiAgentConvNet",
     "MultiAgentMLP",
     "NoisyLazyLinear",
     "NoisyLinear",
+    "QMixer",
     "SquashDims",
     "StackedParams",
+    "VDNMixer",
 ]
