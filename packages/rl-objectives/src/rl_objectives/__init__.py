@@ -7,6 +7,7 @@ from rl_objectives.common import LossModule
 from rl_objectives.ddpg import DDPGLoss
 from rl_objectives.discrete_sac import DiscreteSACLoss
 from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
+from rl_objectives.iql import DiscreteIQLLoss, IQLLoss
 from rl_objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from rl_objectives.reinforce import ReinforceLoss
 from rl_objectives.sac import SACLoss
@@ -32,9 +33,11 @@ __all__ = [
     "ClipPPOLoss",
     "DDPGLoss",
     "DQNLoss",
+    "DiscreteIQLLoss",
     "DiscreteSACLoss",
     "DistributionalDQNLoss",
     "HardUpdate",
+    "IQLLoss",
     "KLPENPPOLoss",
     "LossModule",
     "MultiAgentGAE",
