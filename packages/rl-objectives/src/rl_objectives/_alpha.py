@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from rl_objectives.functional import temperature_loss
+
 __all__ = ["Temperature", "sum_to_batch"]
 
 
@@ -57,4 +59,4 @@ class Temperature(nn.Module):
 
     def loss(self, log_prob: torch.Tensor, target_entropy: float) -> torch.Tensor:
         """Per-sample ``-log_alpha * (log_prob + target_entropy)`` (``log_prob`` is detached)."""
-        return -self.log_alpha * (log_prob.detach() + target_entropy)
+        return temperature_loss(self.log_alpha, log_prob, target_entropy)

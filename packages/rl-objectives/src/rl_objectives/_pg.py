@@ -12,7 +12,7 @@ from torch import distributions as D
 from torch import nn
 
 from rl_objectives._nets import in_keys_of
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import clipped_value_loss, entropy_loss, standardize
 
 __all__ = [
     "action_log_prob",
@@ -127,7 +127,7 @@ def weighted_entropy_loss(
     if not isinstance(coeff, Mapping):
         if is_tensor_collection(entropy):
             entropy = sum_leaves(entropy, batch_ndim)
-        return -coeff * entropy
+        return entropy_loss(entropy, coeff)
     if not is_tensor_collection(entropy):
         raise TypeError("a per-head entropy_coeff mapping needs a composite action distribution.")
     total = None
@@ -136,18 +136,9 @@ def weighted_entropy_loss(
             raise KeyError(
                 f"entropy_coeff has no entry for the head {key!r}; given: {list(coeff)}."
             )
-        term = -coeff[key] * _to_batch(value, batch_ndim)
+        term = entropy_loss(_to_batch(value, batch_ndim), coeff[key])
         total = term if total is None else total + term
     return total
-
-
-def standardize(x: torch.Tensor, exclude_dims: tuple[int, ...] = ()) -> torch.Tensor:
-    """Zero mean, unit std over every dim except ``exclude_dims`` (std floored at 1e-4)."""
-    excl = {d % x.ndim for d in exclude_dims}
-    dims = tuple(d for d in range(x.ndim) if d not in excl)
-    loc = x.mean(dims, keepdim=True)
-    scale = x.std(dims, keepdim=True).clamp_min(1e-4)
-    return (x - loc) / scale
 
 
 def critic_loss(
@@ -157,16 +148,8 @@ def critic_loss(
     clip_value: float | None,
     old_value: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Value regression, optionally clipped around ``old_value`` (PPO value clipping)."""
-    loss = distance_loss(target, value, loss_type)
-    if clip_value is None:
-        return loss, None
-    delta = value - old_value
-    clipped = delta.clamp(-clip_value, clip_value)
-    loss_clipped = distance_loss(target, old_value + clipped, loss_type)
-    with torch.no_grad():
-        fraction = (clipped != delta).to(value.dtype).mean()
-    return torch.maximum(loss, loss_clipped), fraction
+    """:func:`~rl_objectives.functional.clipped_value_loss` (kept under its old name)."""
+    return clipped_value_loss(target, value, loss_type, clip_value, old_value)
 
 
 def summed_critic_loss(
@@ -178,5 +161,5 @@ def summed_critic_loss(
     batch_ndim: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`critic_loss` summed over the dims after the batch dims (``[*B]``), and the clip fraction."""
-    loss, fraction = critic_loss(target, value, loss_type, clip_value, old_value)
+    loss, fraction = clipped_value_loss(target, value, loss_type, clip_value, old_value)
     return loss.reshape((*loss.shape[:batch_ndim], -1)).sum(-1), fraction

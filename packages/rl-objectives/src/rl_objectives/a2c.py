@@ -18,6 +18,7 @@ from rl_objectives._pg import (
     weighted_entropy_loss,
 )
 from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
+from rl_objectives.functional import policy_gradient_loss
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["A2CLoss"]
@@ -147,7 +148,9 @@ class A2CLoss(LossModule):
         advantage = self._get(td, "advantage")
         advantage = advantage.reshape(advantage.shape[: td.ndim])
         dist, log_prob = action_log_prob(self.actor_network, td, self.tensor_keys.action)
-        out: dict[str, Any] = {"loss_objective": self._reduce(-log_prob * advantage)}
+        out: dict[str, Any] = {
+            "loss_objective": self._reduce(policy_gradient_loss(log_prob, advantage))
+        }
         if self.entropy_bonus:
             entropy = entropy_of(dist, td.ndim, self.samples_mc_entropy)
             loss_entropy = weighted_entropy_loss(entropy, self.entropy_coeff, td.ndim)

@@ -17,7 +17,7 @@ from rl_objectives.common import (
     estimator_keys,
     loss_output,
 )
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["DDPGLoss"]

@@ -27,7 +27,13 @@ from rl_objectives.common import (
     estimator_keys,
     loss_output,
 )
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import (
+    clipped_double_q,
+    discrete_soft_policy_loss,
+    distance_loss,
+    expected_soft_value,
+    temperature_loss,
+)
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["DiscreteSACLoss"]
@@ -198,8 +204,10 @@ class DiscreteSACLoss(LossModule):
             next_probs, next_log_probs = self._policy(nxt)
             if self._target_entropy is None:
                 self._target_entropy = self.target_entropy_weight * math.log(next_probs.shape[-1])
-            next_q = self._qs(nxt, self._bound_params("qvalue_network", target=True)).min(0).values
-            next_value = (next_probs * (next_q - alpha * next_log_probs)).sum(-1, keepdim=True)
+            next_q = clipped_double_q(
+                self._qs(nxt, self._bound_params("qvalue_network", target=True))
+            )
+            next_value = expected_soft_value(next_probs, next_q, next_log_probs, alpha)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         q_all = self._qs(tensordict, None)
         pred = chosen_value(q_all, action.expand(q_all.shape[0], *action.shape), self.action_space)
@@ -207,13 +215,15 @@ class DiscreteSACLoss(LossModule):
         loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
         loss_q = self._reduce(loss_q, weights)
         probs, log_probs = self._policy(tensordict)
-        q_detached = (
-            self._qs(tensordict, self._bound_params("qvalue_network", target=False)).min(0).values
+        q_detached = clipped_double_q(
+            self._qs(tensordict, self._bound_params("qvalue_network", target=False))
         )
-        loss_actor = (probs * (alpha * log_probs - q_detached)).sum(-1)
+        loss_actor = discrete_soft_policy_loss(probs, log_probs, q_detached, alpha)
         loss_actor = self._reduce(loss_actor, weights)
         neg_entropy = (probs * log_probs).sum(-1)
-        loss_alpha = self._reduce(self.temperature.loss(neg_entropy, self._target_entropy), weights)
+        loss_alpha = self._reduce(
+            temperature_loss(self.log_alpha, neg_entropy, self._target_entropy), weights
+        )
         return loss_output(
             {
                 "loss_actor": loss_actor,

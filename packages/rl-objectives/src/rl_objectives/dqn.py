@@ -18,7 +18,12 @@ from rl_objectives.common import (
     estimator_keys,
     loss_output,
 )
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import (
+    categorical_projection,
+    distance_loss,
+    double_q_value,
+    greedy_q_value,
+)
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["DQNLoss", "DistributionalDQNLoss"]
@@ -118,9 +123,8 @@ class DQNLoss(LossModule):
                 q_online = call(
                     self.value_network, nxt, self._bound_params("value_network", target=False)
                 ).get(key)
-                best = q_online.argmax(-1, keepdim=True)
-                return q_target.gather(-1, best)
-            return q_target.max(-1, keepdim=True).values
+                return double_q_value(q_target, q_online)
+            return greedy_q_value(q_target)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the loss; writes ``td_error`` into ``tensordict``.
@@ -237,21 +241,7 @@ class DistributionalDQNLoss(LossModule):
         self, probs: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor
     ) -> torch.Tensor:
         """Project ``r + discount * z`` with probabilities ``probs`` onto the support."""
-        z = self.support.to(probs.dtype)
-        n_atoms = z.numel()
-        vmin, vmax = z[0], z[-1]
-        delta = (vmax - vmin) / (n_atoms - 1)
-        tz = (reward + discount * z).clamp(vmin, vmax)
-        b = (tz - vmin) / delta
-        lower = b.floor().long().clamp(0, n_atoms - 1)
-        upper = b.ceil().long().clamp(0, n_atoms - 1)
-        # when b lands on an atom, lower == upper: give it all the mass
-        w_upper = b - lower.to(b.dtype)
-        w_lower = 1.0 - w_upper
-        target = torch.zeros_like(probs)
-        target.scatter_add_(-1, lower, probs * w_lower)
-        target.scatter_add_(-1, upper, probs * w_upper)
-        return target
+        return categorical_projection(probs, reward, discount, self.support)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the loss; writes ``td_error`` (the per-sample cross-entropy) into ``tensordict``."""

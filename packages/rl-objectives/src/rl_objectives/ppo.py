@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +24,18 @@ from rl_objectives._pg import (
     weighted_entropy_loss,
 )
 from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import (
+    adaptive_kl_factor,
+    clipped_surrogate_loss,
+    distance_loss,
+    effective_sample_size,
+    explained_variance,
+    kl_penalty_loss,
+    surrogate_loss,
+)
 from rl_objectives.value.registry import ValueEstimators
 
-__all__ = ["ClipPPOLoss", "KLPENPPOLoss", "PPOLoss"]
+__all__ = ["ClipPPOLoss", "KLPENPPOLoss", "PPOLoss", "effective_sample_size"]
 
 
 class PPOLoss(LossModule):
@@ -281,8 +288,7 @@ class PPOLoss(LossModule):
                 out["value_clip_fraction"] = clip_fraction
         if self.log_explained_variance:
             with torch.no_grad():
-                resid = (target - value).var(correction=0)
-                out["explained_variance"] = 1.0 - resid / (target.var(correction=0) + 1e-8)
+                out["explained_variance"] = explained_variance(target, value)
 
     def _objective(
         self,
@@ -293,7 +299,7 @@ class PPOLoss(LossModule):
         out: dict[str, Any],
     ) -> torch.Tensor:
         """Per-sample objective to minimise (``[*B]``)."""
-        return -log_weight.exp() * advantage
+        return surrogate_loss(log_weight, advantage)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the losses.
@@ -364,30 +370,13 @@ class ClipPPOLoss(PPOLoss):
             clip_value = low if clip_value else None
         super().__init__(actor_network, critic_network, clip_value=clip_value, **kwargs)
         self.clip_epsilon = clip_epsilon
-        self._log_low = math.log1p(-low)
-        self._log_high = math.log1p(high)
 
     def _objective(self, td, log_weight, advantage, dist, out):
-        clipped = log_weight.clamp(self._log_low, self._log_high)
-        gain = torch.minimum(log_weight.exp() * advantage, clipped.exp() * advantage)
-        with torch.no_grad():
-            out["clip_fraction"] = (clipped != log_weight).to(log_weight.dtype).mean()
-            out["ESS"] = effective_sample_size(log_weight)
-        return -gain
-
-
-def effective_sample_size(log_weight: torch.Tensor) -> torch.Tensor:
-    """Normalised effective sample size ``(sum w)^2 / (n sum w^2)`` of ``w = exp(log_weight)``.
-
-    Computed from ``w / max(w)`` (no overflow), detached; 1 when every weight is equal.
-
-    Examples:
-        >>> float(effective_sample_size(torch.zeros(4)))
-        1.0
-    """
-    lw = log_weight.detach().reshape(-1)
-    w = (lw - lw.max()).exp()
-    return w.sum().square() / (w.square().sum() * lw.numel())
+        loss, out["clip_fraction"] = clipped_surrogate_loss(
+            log_weight, advantage, self.clip_epsilon
+        )
+        out["ESS"] = effective_sample_size(log_weight)
+        return loss
 
 
 def _has_analytic_kl(p: D.Distribution, q: D.Distribution) -> bool:
@@ -489,16 +478,8 @@ class KLPENPPOLoss(PPOLoss):
         kl = self._kl(previous, dist, td.ndim)
         with torch.no_grad():
             kl_mean = kl.detach().mean()
-            factor = torch.where(
-                kl_mean > 1.5 * self.dtarg,
-                torch.full_like(kl_mean, self.increment),
-                torch.where(
-                    kl_mean < self.dtarg / 1.5,
-                    torch.full_like(kl_mean, self.decrement),
-                    torch.ones_like(kl_mean),
-                ),
-            )
+            factor = adaptive_kl_factor(kl_mean, self.dtarg, self.increment, self.decrement)
         beta = self.beta.clone()
         self.beta.mul_(factor)
         out["kl"] = kl_mean
-        return -(log_weight.exp() * advantage - beta * kl)
+        return kl_penalty_loss(log_weight, advantage, kl, beta)

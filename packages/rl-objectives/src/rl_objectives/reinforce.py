@@ -12,6 +12,7 @@ from torch import nn
 from rl_objectives._nets import call
 from rl_objectives._pg import action_log_prob, summed_critic_loss
 from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
+from rl_objectives.functional import policy_gradient_loss
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["ReinforceLoss"]
@@ -127,7 +128,9 @@ class ReinforceLoss(LossModule):
         advantage = self._get(td, "advantage")
         advantage = advantage.reshape(advantage.shape[: td.ndim]).detach()
         _, log_prob = action_log_prob(self.actor_network, td, self.tensor_keys.action)
-        out: dict[str, Any] = {"loss_actor": self._reduce(-log_prob * advantage)}
+        out: dict[str, Any] = {
+            "loss_actor": self._reduce(policy_gradient_loss(log_prob, advantage))
+        }
         if self.critic_network is not None:
             target = self._get(td, "value_target")
             old = self._get(td, "value") if self.clip_value else None

@@ -26,7 +26,13 @@ from rl_objectives.common import (
     estimator_keys,
     loss_output,
 )
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import (
+    clipped_double_q,
+    distance_loss,
+    soft_policy_loss,
+    soft_state_value,
+    temperature_loss,
+)
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["SACLoss"]
@@ -236,7 +242,8 @@ class SACLoss(LossModule):
                 nxt, self._bound_params("actor_network", target=True) if self.delay_actor else None
             )
             next_q = self._qs(nxt, next_action, self._bound_params("qvalue_network", target=True))
-            next_value = (next_q.amin(0) - alpha * next_log_prob).unsqueeze(-1)
+            next_value = soft_state_value(clipped_double_q(next_q), next_log_prob, alpha)
+            next_value = next_value.unsqueeze(-1)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         pred = self._qs(tensordict, action, None)
         tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
@@ -244,14 +251,14 @@ class SACLoss(LossModule):
         loss_q = self._reduce(loss_q, weights)
         # actor: reparameterised sample, critics on detached parameters
         new_action, log_prob = self._sample(tensordict, None)
-        # min, not amin: on ties the gradient goes to one critic, as in TorchRL
-        q_new = (
+        # min over critics: on ties the gradient goes to one critic, as in TorchRL
+        q_new = clipped_double_q(
             self._qs(tensordict, new_action, self._bound_params("qvalue_network", target=False))
-            .min(0)
-            .values
         )
-        loss_actor = self._reduce(alpha * log_prob - q_new, weights)
-        loss_alpha = self._reduce(self.temperature.loss(log_prob, self._target_entropy), weights)
+        loss_actor = self._reduce(soft_policy_loss(log_prob, q_new, alpha), weights)
+        loss_alpha = self._reduce(
+            temperature_loss(self.log_alpha, log_prob, self._target_entropy), weights
+        )
         return loss_output(
             {
                 "loss_actor": loss_actor,
@@ -300,16 +307,17 @@ class SACLoss(LossModule):
             target_actor = self._bound_params("actor_network", target=True)
             v_action, v_log_prob = self._sample(tensordict, target_actor)
             v_q = self._qs(tensordict, v_action, self._bound_params("qvalue_network", target=True))
-            v_target = v_q.amin(0) - alpha * v_log_prob
+            v_target = soft_state_value(clipped_double_q(v_q), v_log_prob, alpha)
         loss_value = self._reduce(distance_loss(value, v_target, self.loss_function), weights)
         new_action, log_prob = self._sample(tensordict, None)
-        q_new = (
+        # min over critics: on ties the gradient goes to one critic, as in TorchRL
+        q_new = clipped_double_q(
             self._qs(tensordict, new_action, self._bound_params("qvalue_network", target=False))
-            .min(0)
-            .values
         )
-        loss_actor = self._reduce(alpha * log_prob - q_new, weights)
-        loss_alpha = self._reduce(self.temperature.loss(log_prob, self._target_entropy), weights)
+        loss_actor = self._reduce(soft_policy_loss(log_prob, q_new, alpha), weights)
+        loss_alpha = self._reduce(
+            temperature_loss(self.log_alpha, log_prob, self._target_entropy), weights
+        )
         return loss_output(
             {
                 "loss_actor": loss_actor,

@@ -18,7 +18,7 @@ from rl_objectives.common import (
     estimator_keys,
     loss_output,
 )
-from rl_objectives.utils import distance_loss
+from rl_objectives.functional import clipped_double_q, distance_loss, smoothed_target_action
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["TD3Loss"]
@@ -178,12 +178,12 @@ class TD3Loss(LossModule):
             next_action = call(
                 self.actor_network, nxt, self._bound_params("actor_network", target=True)
             ).get(keys.action)
-            noise = (torch.randn_like(next_action) * self.policy_noise).clamp(
-                -self.noise_clip, self.noise_clip
+            noise = torch.randn_like(next_action) * self.policy_noise
+            next_action = smoothed_target_action(
+                next_action, noise, self.noise_clip, self.min_action, self.max_action
             )
-            next_action = torch.clamp(next_action + noise, self.min_action, self.max_action)
             next_q = self._qs(nxt, next_action, self._bound_params("qvalue_network", target=True))
-            next_value = next_q.min(0).values.unsqueeze(-1)
+            next_value = clipped_double_q(next_q).unsqueeze(-1)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         pred = self._qs(tensordict, action, None)
         td_error = (pred - target).detach().pow(2)

@@ -1,4 +1,4 @@
-"""Distances and target-network updaters."""
+"""Target-network updaters (and :func:`~rl_objectives.functional.distance_loss`, re-exported)."""
 
 from __future__ import annotations
 
@@ -6,42 +6,11 @@ import warnings
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from rl_objectives.common import LossModule
+from rl_objectives.functional import distance_loss
 
 __all__ = ["HardUpdate", "SoftUpdate", "TargetNetUpdater", "distance_loss"]
-
-
-def distance_loss(
-    v1: torch.Tensor, v2: torch.Tensor, loss_function: str, *, reduction: str = "none"
-) -> torch.Tensor:
-    """Element-wise ``"l2"`` (squared error), ``"l1"`` or ``"smooth_l1"`` distance.
-
-    Args:
-        v1: first input.
-        v2: second input, same shape.
-        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        reduction: ``"none"`` (element-wise), ``"mean"`` or ``"sum"``, fused into the loss
-            kernel (the same value as reducing the element-wise result).
-
-    Examples:
-        >>> distance_loss(torch.zeros(2), torch.tensor([1.0, 3.0]), "l2")
-        tensor([1., 9.])
-        >>> distance_loss(torch.zeros(2), torch.tensor([1.0, 3.0]), "l2", reduction="mean")
-        tensor(5.)
-    """
-    if v1.shape != v2.shape:
-        raise ValueError(
-            f"distance_loss got shapes {tuple(v1.shape)} and {tuple(v2.shape)}; they must match."
-        )
-    if loss_function == "l2":
-        return F.mse_loss(v1, v2, reduction=reduction)
-    if loss_function == "l1":
-        return F.l1_loss(v1, v2, reduction=reduction)
-    if loss_function == "smooth_l1":
-        return F.smooth_l1_loss(v1, v2, reduction=reduction)
-    raise ValueError(f"loss_function must be 'l2', 'l1' or 'smooth_l1', got {loss_function!r}.")
 
 
 class TargetNetUpdater:
