@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import collections
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 from tensordict import is_tensor_collection
 
+from rl_buffers._buffer_checkpoint import Checkpointing
+from rl_buffers._buffer_inplace import InPlaceWrites, _unsqueeze
+from rl_buffers._buffer_parts import _BUILT_ON_INIT, _built, _built_instance, _Parts
 from rl_buffers._transforms import BufferTransforms
 from rl_buffers.samplers.base import Sampler
 from rl_buffers.samplers.random import RandomSampler
@@ -34,13 +34,7 @@ def stack_items(items: list[Any]) -> Any:
     return items
 
 
-def _unsqueeze(data: Any, dim: int) -> Any:
-    if is_tensor_collection(data) or isinstance(data, torch.Tensor):
-        return data.unsqueeze(dim)
-    return pytree.tree_map(lambda x: x.unsqueeze(dim), data)
-
-
-class ReplayBuffer:
+class ReplayBuffer(InPlaceWrites, Checkpointing):
     """A replay buffer of tensors, pytrees of tensors, TensorDicts or any object.
 
     Args:
@@ -51,14 +45,23 @@ class ReplayBuffer:
             the items of a :class:`ListStorage`; identity for tensor storages.
         pin_memory: pin sampled CPU tensors.
         prefetch: number of batches sampled ahead in a background thread.
+        storage, sampler, writer: an object, or a factory (class, function, ``partial``)
+            called when the buffer is built (see ``delayed_init``).
         transform: any callable applied to each sampled batch (TensorDict -> TensorDict).
             If it also has an ``inv`` method (an env transform, e.g.
             ``CatFrames(as_inverse=True)``), TensorDicts written by :meth:`extend` /
             :meth:`add` go through ``transform.inv`` first, as in TorchRL. More can be
             added with :meth:`append_transform` / :meth:`insert_transform`.
+        transform_factory: a callable returning the transform, called when the buffer
+            is built (e.g. in the process that uses it). Not with ``transform``.
         batch_size: the default of :meth:`sample`.
         generator: the ``torch.Generator`` of every random draw of the sampler (same
             seed, same samples); ``None``: torch's global generator. See :meth:`set_rng`.
+        shared: the buffer will be shared between processes (see :meth:`share`); it
+            cannot prefetch.
+        delayed_init: build the parts on first use (``initialized`` says whether that
+            happened) rather than here. Default: ``True`` when ``transform_factory`` is
+            given, else ``False``, as in TorchRL.
         compilable: accepted for TorchRL compatibility and passed to the default
             storage; the storages here keep no multiprocessing bookkeeping, so every
             one can be read under ``torch.compile``.
@@ -75,40 +78,128 @@ class ReplayBuffer:
     def __init__(
         self,
         *,
-        storage: Storage | None = None,
-        sampler: Sampler | None = None,
+        storage: Storage | Callable[[], Storage] | None = None,
+        sampler: Sampler | Callable[[], Sampler] | None = None,
         writer: Any | None = None,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
         prefetch: int | None = None,
         transform: Callable[[Any], Any] | None = None,
+        transform_factory: Callable[[], Callable[[Any], Any]] | None = None,
         batch_size: int | None = None,
         generator: torch.Generator | None = None,
+        shared: bool = False,
         compilable: bool | None = None,
+        delayed_init: bool | None = None,
     ) -> None:
-        self._storage = (
-            storage if storage is not None else ListStorage(1000, compilable=bool(compilable))
-        )
-        self._sampler = sampler if sampler is not None else RandomSampler()
-        self._writer = writer if writer is not None else self._default_writer()
-        self._writer.register_storage(self._storage)
-        if collate_fn is None:
-            collate_fn = stack_items if isinstance(self._storage, ListStorage) else None
-        self._collate_fn = collate_fn
-        self._pin_memory = pin_memory
-        self._transform = BufferTransforms()
-        if transform is not None:
-            self._transform.append(transform)
+        if transform is not None and transform_factory is not None:
+            raise ValueError("pass transform or transform_factory, not both.")
+        if shared and prefetch:
+            raise ValueError("a shared buffer cannot prefetch: pass prefetch=None or shared=False.")
+        self._parts = _Parts(storage, sampler, writer, transform, transform_factory,
+                             collate_fn, bool(compilable), generator)  # fmt: skip
         self._batch_size = batch_size
         self._prefetch = int(prefetch or 0)
+        self._pin_memory = pin_memory
+        self.shared = bool(shared)
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: collections.deque[Future] = collections.deque()
+        if delayed_init is None:
+            delayed_init = transform_factory is not None
+        if not delayed_init:
+            self._initialize()
+
+    def _initialize(self) -> None:
+        """Builds the storage, sampler, writer and transforms (factories are called here)."""
+        parts: _Parts = self.__dict__.pop("_parts")
+        storage = _built(parts.storage, Storage)
+        self._storage = (
+            ListStorage(1000, compilable=parts.compilable) if storage is None else storage
+        )
+        sampler = _built(parts.sampler, Sampler)
+        self._sampler = RandomSampler() if sampler is None else sampler
+        writer = _built(parts.writer, None)
+        self._writer = self._default_writer() if writer is None else writer
+        self._writer.register_storage(self._storage)
+        collate_fn = parts.collate_fn
+        if collate_fn is None:
+            collate_fn = stack_items if isinstance(self._storage, ListStorage) else None
+        self._collate_fn = collate_fn
+        self._transform = BufferTransforms()
+        transform = parts.transform_factory() if parts.transform_factory else parts.transform
+        if transform is not None:
+            self._transform.append(transform)
         if hasattr(self._storage, "set_ignored_keys"):
             self._storage.set_ignored_keys(self._ignored_keys())
         self._rng: torch.Generator | None = None
-        if generator is not None:
-            self.set_rng(generator)
+        if parts.generator is not None:
+            self.set_rng(parts.generator)
+
+    def __getattr__(self, name: str) -> Any:
+        # A buffer built with delayed_init=True builds its parts on first use.
+        if name in _BUILT_ON_INIT and "_parts" in self.__dict__:
+            self._initialize()
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def initialized(self) -> bool:
+        """Whether the storage, sampler and writer are built (see ``delayed_init``)."""
+        return "_parts" not in self.__dict__
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ("_lock", "_executor", "_futures"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+        self._executor = None
+        self._futures = collections.deque()
+
+    def share(self, shared: bool = True) -> ReplayBuffer:
+        """Marks the buffer as shared between processes (TorchRL's API); returns it.
+
+        A shared buffer cannot prefetch (the background thread would not be shared).
+        """
+        if shared and self._prefetch:
+            raise ValueError("a shared buffer cannot prefetch: build it with prefetch=None.")
+        self.shared = bool(shared)
+        return self
+
+    def stats(self) -> dict[str, int | float | bool]:
+        """A cheap, JSON-serialisable snapshot: size, write count, capacity, utilization.
+
+        It reads counters only: it never builds a ``delayed_init`` buffer nor changes
+        what the next sample returns.
+
+        Examples:
+            >>> from rl_buffers import LazyTensorStorage
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+            >>> _ = rb.extend(torch.arange(5))
+            >>> s = rb.stats()
+            >>> s["size"], s["write_count"], s["capacity"], s["utilization"]
+            (5, 5, 10, 0.5)
+        """
+        initialized = self.initialized
+        storage = self._storage if initialized else _built_instance(self._parts.storage)
+        size = len(self) if initialized else 0
+        stats: dict[str, int | float | bool] = {
+            "size": int(size),
+            "write_count": int(getattr(self._writer, "_write_count", 0)) if initialized else 0,
+            "prefetch_queue_size": len(self._futures),
+            "initialized": initialized,
+        }
+        capacity = getattr(storage, "max_size", None)
+        if storage is None and not initialized:
+            capacity = 1000  # the default ListStorage's
+        if isinstance(capacity, int):
+            stats["capacity"] = capacity
+            stats["utilization"] = size / capacity if capacity else 0.0
+        return stats
 
     def set_rng(self, generator: torch.Generator | None) -> None:
         """Use ``generator`` for every random draw of the sampler (TorchRL's ``set_rng``).
@@ -188,7 +279,7 @@ class ReplayBuffer:
         return self._batch_size
 
     def __len__(self) -> int:
-        return len(self._storage)
+        return len(self._storage) if self.initialized else 0
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(storage={type(self._storage).__name__}(max_size={self._storage.max_size}), "
@@ -327,56 +418,13 @@ class ReplayBuffer:
             self._sampler.update_priority(index, priority, self._storage)
 
     # -- lifecycle ---------------------------------------------------------------------
-    def empty(self) -> None:
-        """Removes every item and resets the writer and the sampler."""
+    def empty(self, empty_write_count: bool = True) -> None:
+        """Removes every item and resets the writer and the sampler.
+
+        ``empty_write_count=False`` keeps the writer's count of items written (``stats()``).
+        """
         with self._lock:
             self._futures.clear()
             self._storage.empty()
-            self._writer.empty()
+            self._writer.empty(empty_write_count=empty_write_count)
             self._sampler.empty()
-
-    def dumps(self, path: str | Path) -> None:
-        """Saves contents, write cursor and sampler state (priorities) into directory ``path``.
-
-        Written to a temporary directory first and moved into place, so an
-        interrupted dump never leaves a half-written checkpoint at ``path``.
-        """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-            try:
-                self._storage.dumps(tmp / "storage")
-                torch.save({"sampler": self._sampler.state_dict(), "writer": self._writer.state_dict(),
-                            "kind": type(self).__name__, "storage": type(self._storage).__name__},
-                           tmp / "buffer.pt")  # fmt: skip
-                old = None
-                if path.exists():
-                    old = path.with_name(f".{path.name}.old")
-                    shutil.rmtree(old, ignore_errors=True)
-                    path.rename(old)
-                tmp.rename(path)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-
-    def loads(self, path: str | Path) -> None:
-        """Restores a checkpoint written by :meth:`dumps` into this (same-shaped) buffer."""
-        path = Path(path)
-        if not (path / "buffer.pt").exists():
-            raise FileNotFoundError(
-                f"{str(path)!r} is not a replay-buffer checkpoint (no buffer.pt)."
-            )
-        state = torch.load(path / "buffer.pt", weights_only=False)
-        if state["storage"] != type(self._storage).__name__:
-            raise TypeError(
-                f"the checkpoint holds a {state['storage']}, this buffer a {type(self._storage).__name__}: "
-                "build the buffer with the same kind of storage."
-            )
-        with self._lock:
-            self._futures.clear()
-            self._storage.loads(path / "storage")
-            self._writer.load_state_dict(state["writer"])
-            self._sampler.load_state_dict(state["sampler"])

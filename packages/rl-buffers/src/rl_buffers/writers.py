@@ -26,6 +26,7 @@ class RoundRobinWriter:
         self._compilable = bool(compilable)  # TorchRL's flag; no mp bookkeeping to replace here
         self._storage: Storage | None = None
         self._cursor = 0
+        self._write_count = 0  # items written through add / extend (TorchRL's counter)
 
     def register_storage(self, storage: Storage) -> None:
         """Attaches the storage; the cursor resumes where the storage's last write ended."""
@@ -53,16 +54,21 @@ class RoundRobinWriter:
         if n:
             storage.set(index, data)
             self._cursor = (self._cursor + n) % capacity
+            self._write_count += n
         return positions
 
-    def empty(self) -> None:
+    def empty(self, empty_write_count: bool = True) -> None:
+        """Moves the cursor back to 0; ``empty_write_count=False`` keeps the write counter."""
         self._cursor = 0
+        if empty_write_count:
+            self._write_count = 0
 
     def state_dict(self) -> dict:
-        return {"cursor": self._cursor}
+        return {"cursor": self._cursor, "write_count": self._write_count}
 
     def load_state_dict(self, state: dict) -> None:
         self._cursor = int(state["cursor"])
+        self._write_count = int(state.get("write_count", 0))
 
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
@@ -95,7 +101,7 @@ def _set_index(data: Any, positions: torch.Tensor, storage: Storage) -> None:
         data.set("index", torch.stack([env, positions.expand(envs, steps)], -1))
 
 
-_REDUCTIONS = ("sum", "max", "min", "mean")
+_REDUCTIONS = ("sum", "max", "min", "mean", "median")
 
 
 class TensorDictMaxValueWriter:
@@ -107,7 +113,7 @@ class TensorDictMaxValueWriter:
 
     Args:
         rank_key: the entry to rank by. Default: ``("next", "reward")``.
-        reduction: ``"sum"``, ``"max"``, ``"min"`` or ``"mean"`` over non-batch dims.
+        reduction: ``"sum"``, ``"max"``, ``"min"``, ``"mean"`` or ``"median"`` over non-batch dims.
         compilable: TorchRL's flag, kept (the writer keeps no multiprocessing state).
 
     Examples:
@@ -129,6 +135,7 @@ class TensorDictMaxValueWriter:
         self.reduction = reduction
         self._storage: Storage | None = None
         self._ranks: torch.Tensor | None = None
+        self._write_count = 0
 
     def register_storage(self, storage: Storage) -> None:
         if storage.ndim != 1:
@@ -139,7 +146,11 @@ class TensorDictMaxValueWriter:
 
     def _rank(self, data: Any) -> torch.Tensor:
         if not is_tensor_collection(data):
-            raise TypeError("TensorDictMaxValueWriter writes TensorDicts only.")
+            raise RuntimeError(
+                "TensorDictMaxValueWriter expects data to be a tensor collection (a TensorDict "
+                f"holding {self.rank_key!r}); got {type(data).__name__}. Use RoundRobinWriter for "
+                "other data."
+            )
         try:
             value = data.get(self.rank_key)
         except KeyError:
@@ -149,7 +160,7 @@ class TensorDictMaxValueWriter:
                 f"TensorDictMaxValueWriter: the data has no rank entry {self.rank_key!r}."
             )
         value = value.reshape(value.shape[0], -1).double().cpu()
-        if self.reduction in ("max", "min"):
+        if self.reduction in ("max", "min", "median"):
             return getattr(value, self.reduction)(-1).values
         return getattr(value, self.reduction)(-1)
 
@@ -160,6 +171,7 @@ class TensorDictMaxValueWriter:
         """Writes the items that rank high enough; returns their positions (``-1`` = dropped)."""
         rank = self._rank(data)
         n, cap = rank.numel(), self._ranks.numel()
+        self._write_count += n
         # Rank the stored items and the new ones together; keep the top `cap`
         # (ties keep what is already stored).
         pool = torch.cat([self._ranks, rank])
@@ -188,11 +200,14 @@ class TensorDictMaxValueWriter:
         order = torch.argsort(targets)
         storage.set(targets[order], data[order])
 
-    def empty(self) -> None:
+    def empty(self, empty_write_count: bool = True) -> None:
         self._ranks.fill_(float("-inf"))
+        if empty_write_count:
+            self._write_count = 0
 
     def state_dict(self) -> dict:
-        return {"ranks": self._ranks.clone()}
+        return {"ranks": self._ranks.clone(), "write_count": self._write_count}
 
     def load_state_dict(self, state: dict) -> None:
         self._ranks = state["ranks"].clone()
+        self._write_count = int(state.get("write_count", 0))

@@ -79,8 +79,10 @@ class PrioritizedSampler(Sampler):
             raise ValueError(f"beta must be >= 0, got {beta}.")
         if eps < 0:
             raise ValueError(f"eps must be >= 0, got {eps}.")
-        if reduction not in ("max", "min", "sum", "mean"):
-            raise ValueError(f"reduction must be 'max', 'min', 'sum' or 'mean', got {reduction!r}.")
+        if reduction not in ("max", "min", "sum", "mean", "median"):
+            raise ValueError(
+                f"reduction must be 'max', 'min', 'sum', 'mean' or 'median', got {reduction!r}."
+            )
         self.max_capacity = int(max_capacity)
         self.alpha, self.beta, self.eps = float(alpha), float(beta), float(eps)
         self.dtype = dtype
@@ -182,7 +184,7 @@ class PrioritizedSampler(Sampler):
         if priority.dim() <= 1:
             return priority
         flat = priority.reshape(priority.shape[0], -1)
-        if self.reduction in ("max", "min"):
+        if self.reduction in ("max", "min", "median"):
             return getattr(flat, self.reduction)(-1).values
         return getattr(flat, self.reduction)(-1)
 

@@ -98,19 +98,23 @@ class ListStorage(Storage):
         self._cursor = 0
         self._write_count += 1
 
-    def dumps(self, path: Path) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save({"items": self._items, "cursor": self._cursor, "max_size": self.max_size},
-                   path / "list_storage.pt")  # fmt: skip
+    def state_dict(self) -> dict:
+        return {"items": list(self._items), "cursor": self._cursor, "max_size": self.max_size}
 
-    def loads(self, path: Path) -> None:
-        state = torch.load(Path(path) / "list_storage.pt", weights_only=False)
+    def load_state_dict(self, state: dict) -> None:
         if state["max_size"] != self.max_size:
             raise ValueError(
                 f"the checkpoint holds a ListStorage of max_size {state['max_size']}, this one has "
                 f"{self.max_size}: build the buffer with the same max_size."
             )
-        self._items = state["items"]
+        self._items = list(state["items"])
         self._cursor = state["cursor"]
         self._write_count += 1
+
+    def dumps(self, path: Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "list_storage.pt")
+
+    def loads(self, path: Path) -> None:
+        self.load_state_dict(torch.load(Path(path) / "list_storage.pt", weights_only=False))

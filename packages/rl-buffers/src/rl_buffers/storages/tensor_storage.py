@@ -262,6 +262,20 @@ class TensorStorage(Storage):
         buf = self._leaves[self._layout.keys.index(key)]
         return buf[: self._filled] if self.ndim == 1 else buf[:, : self._filled]
 
+    def set_leaf_(self, key: NestedKey, value: torch.Tensor, index: Any = slice(None)) -> None:
+        """Overwrites entry ``key`` at ``index`` of the filled range, in place (a write).
+
+        Raises:
+            KeyError: the storage has no entry ``key``.
+            RuntimeError: ``value`` does not broadcast to the selected items.
+        """
+        leaf = self.get_leaf(key)
+        if isinstance(index, torch.Tensor):
+            index = index.to(leaf.device)
+        leaf[index] = torch.as_tensor(value).to(device=leaf.device, dtype=leaf.dtype)
+        self._write_count += 1
+        self._after_write()
+
     def has_key(self, key: NestedKey) -> bool:
         return self._layout is not None and as_tuple(key) in self._layout.keys
 
