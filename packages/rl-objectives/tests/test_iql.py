@@ -84,7 +84,7 @@ def test_iql_gradient_isolation_and_targets():
             else:
                 assert all(g is None for g in grads), (name, other)
     assert not any("target" in n for n, _ in loss.named_parameters())
-    assert {k[0] for k in loss.target_qvalue_network_params} == {"0", "1"}
+    assert set(loss.target_qvalue_network_params.keys()) == {"0", "1"}
     SoftUpdate(loss, tau=0.5).step()
 
 
