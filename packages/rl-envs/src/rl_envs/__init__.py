@@ -7,6 +7,8 @@ from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
 from rl_envs.libs.gym import GymEnv, GymWrapper
+from rl_envs.libs.marl import MarlGroupMapType, check_marl_grouping
+from rl_envs.libs.vmas import VmasEnv, VmasWrapper
 from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,
@@ -64,6 +66,8 @@ __all__ = [
 
 # Transforms and batched envs.
 __all__ += ["ParallelEnv", "SerialEnv", "TransformedEnv", "WorkerError", *_transforms_all]
+# Multi-agent envs.
+__all__ += ["MarlGroupMapType", "VmasEnv", "VmasWrapper", "check_marl_grouping"]
 __all__ += [
     "BoundedContinuous",
     "BoundedDiscrete",

@@ -1,0 +1,480 @@
+"""``VmasWrapper`` / ``VmasEnv``: VMAS multi-agent scenarios as batched ``EnvBase``.
+
+VMAS (https://github.com/proroklab/VectorizedMultiAgentSimulator, Bettini et al. 2022,
+arXiv:2207.03530) simulates ``num_envs`` copies of a scenario in pure torch, so the
+env is batched from the start: ``batch_size == [num_envs]``.
+
+Layout (TorchRL 0.14's): the agents of a group (see ``rl_envs.libs.marl``; by default
+``"agent_<i>"`` agents form the group ``"agents"``) are stacked along an agent dim:
+
+* ``(group, "observation")`` ``[B, n, *obs]`` (a nested Composite for dict observations),
+  ``(group, "info", name)`` ``[B, n, k]`` float32 (the scenario's ``info(agent)``);
+* ``(group, "action")``: ``Bounded`` ``[B, n, d]`` for continuous actions; for discrete
+  ones ``Categorical`` ``[B, n]`` (``categorical_actions=True``, the default) or
+  ``OneHot`` ``[B, n, n_actions]`` (int64); ``MultiCategorical`` / ``MultiOneHot`` for
+  VMAS's ``multidiscrete_actions=True``;
+* ``(group, "reward")`` ``[B, n, 1]``;
+* ``"done"``, ``"terminated"``, ``"truncated"`` ``[B, 1]`` at the root: VMAS has one done
+  flag per env, shared by its agents. As in TorchRL, reaching ``max_steps`` sets
+  ``terminated`` (``truncated`` stays ``False``); build the VMAS env with
+  ``terminated_truncated=True`` to get the two flags apart.
+
+Partial resets (``"_reset"`` ``[B, 1]``) reset only those sub-envs (``reset_at``).
+Seeding: ``set_seed(s)`` / ``seed=s`` seed VMAS's own RNG state, as VMAS does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs.env_base import EnvBase
+from rl_envs.libs.marl import MarlGroupMapType, resolve_group_map
+from rl_envs.specs import (
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    Unbounded,
+)
+
+__all__ = ["VmasEnv", "VmasWrapper"]
+
+_INSTALL = "VMAS is not installed: install the extra with `pip install 'rl-envs[vmas]'`."
+
+
+def _import_vmas() -> Any:
+    if importlib.util.find_spec("vmas") is None:
+        raise ImportError(_INSTALL)
+    import vmas
+
+    return vmas
+
+
+class _ClassProperty:
+    """A read-only attribute computed from the class (``VmasEnv.available_envs``)."""
+
+    def __init__(self, fget: Any) -> None:
+        self.fget = fget
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return self.fget(owner)
+
+
+def _space_kind(space: Any) -> str:
+    # VMAS builds its spaces with the legacy ``gym`` package: read them by class name
+    # so neither gym nor gymnasium has to be imported here.
+    return type(space).__name__
+
+
+def _space_signature(space: Any) -> Any:
+    kind = _space_kind(space)
+    if kind == "Box":
+        return (kind, tuple(space.shape), str(space.dtype))
+    if kind == "Discrete":
+        return (kind, int(space.n))
+    if kind == "MultiDiscrete":
+        return (kind, tuple(int(n) for n in space.nvec))
+    if kind == "Dict":
+        return (kind, tuple((k, _space_signature(s)) for k, s in space.spaces.items()))
+    raise TypeError(f"VmasWrapper: unsupported VMAS space {space!r}.")
+
+
+def _box_bounds(spaces: Sequence[Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    low = torch.stack([torch.as_tensor(s.low, dtype=torch.float32) for s in spaces]).to(device)
+    high = torch.stack([torch.as_tensor(s.high, dtype=torch.float32) for s in spaces]).to(device)
+    return low, high
+
+
+def _obs_spec(spaces: Sequence[Any], lead: tuple[int, ...], device: torch.device) -> Any:
+    """The spec of ``len(spaces)`` stacked agents' observations, batch dims ``lead``."""
+    kind = _space_kind(spaces[0])
+    if kind == "Dict":
+        return Composite(
+            {k: _obs_spec([s.spaces[k] for s in spaces], lead, device) for k in spaces[0].spaces},
+            shape=lead,
+            device=device,
+        )
+    if kind != "Box":
+        raise TypeError(f"VmasWrapper: unsupported VMAS observation space {spaces[0]!r}.")
+    shape = (*lead, *(tuple(spaces[0].shape) or (1,)))
+    low, high = _box_bounds(spaces, device)
+    if torch.isfinite(low).all() and torch.isfinite(high).all():
+        return Bounded(low.expand(shape), high.expand(shape), shape=shape, device=device)
+    return Unbounded(shape=shape, dtype=torch.float32, device=device)
+
+
+def _action_spec(
+    spaces: Sequence[Any], lead: tuple[int, ...], categorical: bool, device: torch.device
+) -> Any:
+    """The spec of ``len(spaces)`` stacked agents' actions, batch dims ``lead``."""
+    space = spaces[0]
+    kind = _space_kind(space)
+    if kind == "Box":
+        shape = (*lead, *(tuple(space.shape) or (1,)))
+        low, high = _box_bounds(spaces, device)
+        return Bounded(low.expand(shape), high.expand(shape), shape=shape, device=device)
+    if kind == "Discrete":
+        n = int(space.n)
+        if categorical:
+            return Categorical(n, shape=lead, dtype=torch.int64, device=device)
+        return OneHot(n, shape=(*lead, n), dtype=torch.int64, device=device)
+    if kind == "MultiDiscrete":
+        nvec = [int(n) for n in space.nvec]
+        if categorical:
+            return MultiCategorical(
+                nvec, shape=(*lead, len(nvec)), dtype=torch.int64, device=device
+            )
+        return MultiOneHot(nvec, shape=(*lead, sum(nvec)), dtype=torch.int64, device=device)
+    raise TypeError(f"VmasWrapper: unsupported VMAS action space {space!r}.")
+
+
+def _per_env(value: torch.Tensor, num_envs: int) -> torch.Tensor:
+    """``[B]`` -> ``[B, 1]``; ``[B, *k]`` kept (TorchRL's selective unsqueeze)."""
+    return value.unsqueeze(-1) if value.ndim == 1 else value.reshape(num_envs, *value.shape[1:])
+
+
+class VmasWrapper(EnvBase):
+    """Wraps a built VMAS environment (``vmas.make_env(...)``).
+
+    Args:
+        env: the ``vmas.simulator.environment.Environment`` to wrap.
+        categorical_actions: discrete actions as indices (``Categorical``, default) or
+            one-hot (``OneHot``).
+        group_map: how agents are grouped (``None``: ``"<name>_<int>"`` agents grouped by
+            ``<name>``, ``"agent"`` renamed ``"agents"``; a :class:`MarlGroupMapType`; or
+            ``{group: [agent names]}``). Agents of one group must have the same spaces.
+        device: must be VMAS's device (``None``: taken from ``env``).
+        batch_size: must be ``[env.num_envs]`` (``None``: taken from ``env``).
+        validate_actions: see :class:`~rl_envs.EnvBase`.
+
+    Attributes:
+        group_map, agent_names, agent_names_to_indices_map, n_agents, num_envs, scenario.
+
+    Raises:
+        TypeError: ``env`` is not a VMAS env, or ``device`` / ``batch_size`` disagree with it.
+        ValueError: a ``group_map`` naming unknown agents, leaving one out, or grouping
+            agents whose spaces differ.
+
+    Example:
+        >>> import vmas
+        >>> env = VmasWrapper(vmas.make_env("navigation", num_envs=4, n_agents=3, seed=0))
+        >>> env.rollout(5)["next", "agents", "reward"].shape
+        torch.Size([4, 5, 3, 1])
+    """
+
+    git_url = "https://github.com/proroklab/VectorizedMultiAgentSimulator"
+    libname = "vmas"
+
+    def __init__(
+        self,
+        env: Any = None,
+        categorical_actions: bool = True,
+        group_map: MarlGroupMapType | Mapping[str, Sequence[str]] | None = None,
+        *,
+        device: torch.device | str | None = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        validate_actions: bool = False,
+    ) -> None:
+        vmas = _import_vmas()
+        if not isinstance(env, vmas.simulator.environment.Environment):
+            raise TypeError(
+                "VmasWrapper needs a VMAS env (vmas.simulator.environment.Environment, from "
+                f"vmas.make_env(...)), got {type(env).__name__}. To build one from a "
+                "scenario name use VmasEnv(scenario, num_envs=...)."
+            )
+        vmas_device = torch.device(env.device)
+        if device is not None and torch.device(device) != vmas_device:
+            raise TypeError(
+                f"VmasWrapper: device={device!r} differs from the VMAS env's device "
+                f"{vmas_device}. Build the VMAS env on that device (vmas.make_env(..., "
+                "device=...)) or leave device out."
+            )
+        num_envs = int(env.num_envs)
+        if batch_size is not None and tuple(batch_size) != (num_envs,):
+            raise TypeError(
+                f"VmasWrapper: batch_size={tuple(batch_size)} does not match the VMAS env's "
+                f"num_envs={num_envs}: the batch size of a VMAS env is [num_envs]."
+            )
+        super().__init__(
+            device=vmas_device, batch_size=(num_envs,), validate_actions=validate_actions
+        )
+        self._env = env
+        self.categorical_actions = categorical_actions
+        self.continuous_actions = bool(env.continuous_actions)
+        self.num_envs = num_envs
+        self.agents = list(env.agents)
+        self.n_agents = len(self.agents)
+        self.agent_names = [a.name for a in self.agents]
+        self.agent_names_to_indices_map = {n: i for i, n in enumerate(self.agent_names)}
+        self.group_map = resolve_group_map(group_map, self.agent_names)
+        self._indices = {
+            g: [self.agent_names_to_indices_map[n] for n in members]
+            for g, members in self.group_map.items()
+        }
+        self.het_specs = False
+        self.het_specs_map = dict.fromkeys(self.group_map, False)
+        self._make_specs()
+
+    # ------------------------------------------------------------ attributes
+    @property
+    def env(self) -> Any:
+        """The wrapped VMAS env."""
+        return self._env
+
+    @property
+    def scenario(self) -> Any:
+        """The VMAS scenario object."""
+        return self._env.scenario
+
+    @property
+    def lib(self) -> Any:
+        """The ``vmas`` module."""
+        return _import_vmas()
+
+    @_ClassProperty
+    def available_envs(cls) -> list[str]:
+        """The scenario names VMAS can build (``[]`` when VMAS is not installed)."""
+        if importlib.util.find_spec("vmas") is None:
+            return []
+        import vmas
+
+        return [*vmas.scenarios, *vmas.mpe_scenarios, *vmas.debug_scenarios]
+
+    # ------------------------------------------------------------------ specs
+    def _make_specs(self) -> None:
+        env, d, b = self._env, self.device, self.num_envs
+        _, _, _, infos = self._scenario_data()  # one read, for the info entries' shapes
+        obs_spec = Composite(shape=(b,), device=d)
+        act_spec = Composite(shape=(b,), device=d)
+        rew_spec = Composite(shape=(b,), device=d)
+        self._info_keys: dict[str, list[str]] = {}
+        for group, idx in self._indices.items():
+            n = len(idx)
+            lead = (b, n)
+            act_spaces = [env.action_space[i] for i in idx]
+            obs_spaces = [env.observation_space[i] for i in idx]
+            self._check_same(group, act_spaces, "action")
+            self._check_same(group, obs_spaces, "observation")
+            info_names = list(infos[idx[0]]) if infos else []
+            for i in idx[1:]:
+                if sorted(infos[i]) != sorted(info_names):
+                    raise ValueError(
+                        f"VmasWrapper: agents of group {group!r} report different info keys "
+                        f"({sorted(info_names)} vs {sorted(infos[i])}); group them apart."
+                    )
+            group_obs = Composite(observation=_obs_spec(obs_spaces, lead, d), shape=lead, device=d)
+            if info_names:
+                group_obs["info"] = Composite(
+                    {
+                        k: Unbounded(
+                            shape=(*lead, *_per_env(infos[idx[0]][k], b).shape[1:]),
+                            dtype=torch.float32,
+                            device=d,
+                        )
+                        for k in info_names
+                    },
+                    shape=lead,
+                    device=d,
+                )
+            self._info_keys[group] = info_names
+            obs_spec[group] = group_obs
+            act_spec[group] = Composite(
+                action=_action_spec(act_spaces, lead, self.categorical_actions, d),
+                shape=lead,
+                device=d,
+            )
+            rew_spec[group] = Composite(
+                reward=Unbounded(shape=(*lead, 1), dtype=torch.float32, device=d),
+                shape=lead,
+                device=d,
+            )
+        self.observation_spec = obs_spec
+        self.action_spec = act_spec
+        self.reward_spec = rew_spec
+        flag = Categorical(2, shape=(b, 1), dtype=torch.bool, device=d)
+        self.done_spec = Composite(
+            done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=(b,), device=d
+        )
+
+    def _check_same(self, group: str, spaces: list[Any], what: str) -> None:
+        first = _space_signature(spaces[0])
+        for name, space in zip(self.group_map[group][1:], spaces[1:], strict=True):
+            if _space_signature(space) != first:
+                raise ValueError(
+                    f"VmasWrapper: group {group!r} mixes agents with different {what} spaces "
+                    f"({self.group_map[group][0]}: {spaces[0]}, {name}: {space}). Agents of a "
+                    "group are stacked along one dim: put them in different groups, e.g. "
+                    "group_map=MarlGroupMapType.ONE_GROUP_PER_AGENT."
+                )
+
+    # --------------------------------------------------------------- reading
+    def _scenario_data(self, rewards: bool = False) -> tuple[Any, Any, Any, Any]:
+        """``(obs, rewards, (terminated, truncated), infos)`` read from the scenario."""
+        out = self._env.get_from_scenario(
+            get_observations=True, get_rewards=rewards, get_infos=True, get_dones=True
+        )
+        return self._split(out, rewards)
+
+    def _split(self, out: list[Any], rewards: bool) -> tuple[Any, Any, Any, Any]:
+        obs = out[0]
+        rews = out[1] if rewards else None
+        rest = out[2:] if rewards else out[1:]
+        if self._env.terminated_truncated:
+            flags = (rest[0], rest[1])
+            infos = rest[2]
+        else:
+            flags = (rest[0], None)
+            infos = rest[1]
+        return obs, rews, flags, infos
+
+    def _stack_obs(self, values: list[Any]) -> Any:
+        if isinstance(values[0], Mapping):
+            return {k: self._stack_obs([v[k] for v in values]) for k in values[0]}
+        return torch.stack([_per_env(v, self.num_envs) for v in values], dim=1)
+
+    def _build(
+        self, obs: list[Any], rews: list[torch.Tensor] | None, flags: Any, infos: list[Any]
+    ) -> TensorDictBase:
+        b = self.num_envs
+        source: dict[str, Any] = {}
+        for group, idx in self._indices.items():
+            entries: dict[str, Any] = {"observation": self._stack_obs([obs[i] for i in idx])}
+            if rews is not None:
+                entries["reward"] = torch.stack([rews[i] for i in idx], dim=1).unsqueeze(-1)
+            names = self._info_keys[group]
+            if names:
+                entries["info"] = {
+                    k: torch.stack([_per_env(infos[i][k], b).to(torch.float32) for i in idx], dim=1)
+                    for k in names
+                }
+            source[group] = TensorDict(entries, batch_size=(b, len(idx)), device=self.device)
+        term, trunc = flags
+        term = term.reshape(b, 1).bool()
+        trunc = torch.zeros_like(term) if trunc is None else trunc.reshape(b, 1).bool()
+        source["terminated"] = term
+        source["truncated"] = trunc
+        source["done"] = term | trunc
+        return TensorDict._new_unsafe(source, batch_size=(b,), device=self.device)
+
+    def _actions(self, tensordict: TensorDictBase) -> list[torch.Tensor]:
+        actions: list[Any] = [None] * self.n_agents
+        for group, idx in self._indices.items():
+            action = tensordict.get((group, "action"))
+            if not self.continuous_actions and not self.categorical_actions:
+                action = self._full_action_spec[group, "action"].to_categorical(action)
+            for j, i in enumerate(idx):
+                actions[i] = action[:, j]
+        return actions
+
+    # ------------------------------------------------------------------ hooks
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            self._env.reset(return_observations=False)
+        else:
+            m = mask.reshape(self.num_envs, -1).any(-1)
+            if bool(m.all()):
+                self._env.reset(return_observations=False)
+            else:
+                for i in m.nonzero().flatten().tolist():
+                    self._env.reset_at(i, return_observations=False)
+        obs, _, flags, infos = self._scenario_data()
+        return self._build(obs, None, flags, infos)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = self._env.step(self._actions(tensordict))
+        obs, rews, flags, infos = self._split(out, rewards=True)
+        return self._build(obs, rews, flags, infos)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._env.seed(seed)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_envs={self.num_envs}, n_agents={self.n_agents}, "
+            f"batch_size={tuple(self.batch_size)}, device={self.device})"
+        )
+
+
+class VmasEnv(VmasWrapper):
+    """Builds a VMAS scenario and wraps it (TorchRL's ``VmasEnv``).
+
+    Args:
+        scenario: a scenario name (one of :attr:`available_envs`) or a
+            ``vmas.simulator.scenario.BaseScenario``.
+        num_envs: number of vectorised copies; the env's ``batch_size`` is ``[num_envs]``.
+        continuous_actions: continuous (default) or discrete actions.
+        max_steps: horizon (``None``: the scenario's own end only); reaching it sets
+            ``terminated``, as in TorchRL.
+        categorical_actions: discrete actions as indices (default) or one-hot.
+        seed: VMAS seed.
+        group_map: see :class:`VmasWrapper`.
+        scenario_kwargs: arguments of the scenario (e.g. ``{"n_agents": 3}``).
+        device: simulation device (default CPU).
+        validate_actions: see :class:`~rl_envs.EnvBase`.
+        **kwargs: more scenario arguments; they win over ``scenario_kwargs``. VMAS's
+            own options (``dict_spaces`` excepted), e.g. ``multidiscrete_actions`` or
+            ``terminated_truncated``, go here too.
+
+    Example:
+        >>> env = VmasEnv("navigation", num_envs=4, n_agents=3, seed=0, max_steps=10)
+        >>> td = env.rollout(3)
+        >>> td["agents", "observation"].shape, td["next", "done"].shape
+        (torch.Size([4, 3, 3, 18]), torch.Size([4, 3, 1]))
+    """
+
+    def __init__(
+        self,
+        scenario: Any,
+        *,
+        num_envs: int,
+        continuous_actions: bool = True,
+        max_steps: int | None = None,
+        categorical_actions: bool = True,
+        seed: int | None = None,
+        group_map: MarlGroupMapType | Mapping[str, Sequence[str]] | None = None,
+        scenario_kwargs: Mapping[str, Any] | None = None,
+        device: torch.device | str | None = None,
+        validate_actions: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        vmas = _import_vmas()
+        if isinstance(scenario, str) and scenario not in type(self).available_envs:
+            raise ValueError(
+                f"VmasEnv: unknown scenario {scenario!r}. Pick one of VmasEnv.available_envs: "
+                f"{type(self).available_envs}."
+            )
+        if int(num_envs) < 1:
+            raise ValueError(f"VmasEnv: num_envs must be >= 1, got {num_envs}.")
+        if kwargs.get("dict_spaces"):
+            raise ValueError(
+                "VmasEnv: dict_spaces=True is not supported; agents are grouped by group_map."
+            )
+        self.scenario_name = scenario
+        options = {**(scenario_kwargs or {}), **kwargs}
+        env = vmas.make_env(
+            scenario=scenario,
+            num_envs=int(num_envs),
+            device=torch.device(device) if device is not None else torch.device("cpu"),
+            continuous_actions=continuous_actions,
+            max_steps=max_steps,
+            seed=seed,
+            wrapper=None,
+            **options,
+        )
+        super().__init__(
+            env,
+            categorical_actions=categorical_actions,
+            group_map=group_map,
+            validate_actions=validate_actions,
+        )
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()} (scenario={self.scenario_name})"
