@@ -1,4 +1,4 @@
-"""Losses and value estimators for the TensorDict RL toolkit: DQN, DDPG, TD3, SAC, PPO, A2C, REINFORCE, GAE, TD(lambda), V-trace."""
+"""Losses and value estimators for the TensorDict RL toolkit: DQN, DDPG, TD3, SAC, PPO, A2C, REINFORCE, MAPPO / IPPO / QMIX, GAE, TD(lambda), V-trace."""
 
 from importlib.metadata import version as _version
 
@@ -8,6 +8,7 @@ from rl_objectives.ddpg import DDPGLoss
 from rl_objectives.discrete_sac import DiscreteSACLoss
 from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
 from rl_objectives.iql import DiscreteIQLLoss, IQLLoss
+from rl_objectives.multiagent import IPPOLoss, MAPPOLoss, QMixerLoss
 from rl_objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from rl_objectives.reinforce import ReinforceLoss
 from rl_objectives.sac import SACLoss
@@ -37,11 +38,14 @@ __all__ = [
     "DiscreteSACLoss",
     "DistributionalDQNLoss",
     "HardUpdate",
+    "IPPOLoss",
     "IQLLoss",
     "KLPENPPOLoss",
     "LossModule",
+    "MAPPOLoss",
     "MultiAgentGAE",
     "PPOLoss",
+    "QMixerLoss",
     "ReinforceLoss",
     "SACLoss",
     "SoftUpdate",
