@@ -178,7 +178,7 @@ def test_iql_set_keys_reduction_none_and_errors():
     with pytest.raises(ValueError, match="expected \\(8, 1\\)"):
         IQLLoss(make_normal_actor(), make_qvalue(), bad_v)(transitions(8))
     with pytest.raises(ValueError, match="expectile"):
-        IQLLoss(make_normal_actor(), make_qvalue(), make_value(), expectile=1.0)
+        IQLLoss(make_normal_actor(), make_qvalue(), make_value(), expectile=1.5)
     with pytest.raises(ValueError, match="expected \\[\\*batch\\] or \\[\\*batch, 1\\]"):
         qnet = TensorDictModule(make_action_value().module, ["observation"], ["state_action_value"])
         td = transitions(8, action="one_hot")

@@ -154,8 +154,8 @@ class IQLLoss(LossModule):
             )
         if value_network is None:
             raise TypeError(f"{owner} needs a value_network writing 'state_value'; got None.")
-        if not 0.0 <= expectile < 1.0:
-            raise ValueError(f"{owner}: expectile must be in [0, 1), got {expectile}.")
+        if not 0.0 <= expectile <= 1.0:
+            raise ValueError(f"{owner}: expectile must be in [0, 1], got {expectile}.")
         self.convert_to_functional(actor_network, "actor_network")
         self.convert_to_functional(value_network, "value_network")
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
