@@ -44,6 +44,24 @@ from rl_modules.exploration import (
     gSDEModule,
 )
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
+from rl_modules.model_based import (
+    DreamerActor,
+    ObsDecoder,
+    ObsEncoder,
+    RSSMPosterior,
+    RSSMPosteriorV3,
+    RSSMPrior,
+    RSSMPriorV3,
+    RSSMRollout,
+    RSSMRolloutV3,
+    SymExpTwoHot,
+    WorldModelWrapper,
+    symexp,
+    symlog,
+    two_hot_cross_entropy,
+    two_hot_decode,
+    two_hot_encode,
+)
 from rl_modules.networks import (
     MLP,
     BatchRenorm1d,
@@ -149,4 +167,24 @@ __all__ = [
     "safetanh",
     "set_exploration_type",
     "set_recurrent_mode",
+]
+
+# Model-based RL (Dreamer, DreamerV3).
+__all__ += [
+    "DreamerActor",
+    "ObsDecoder",
+    "ObsEncoder",
+    "RSSMPosterior",
+    "RSSMPosteriorV3",
+    "RSSMPrior",
+    "RSSMPriorV3",
+    "RSSMRollout",
+    "RSSMRolloutV3",
+    "SymExpTwoHot",
+    "WorldModelWrapper",
+    "symexp",
+    "symlog",
+    "two_hot_cross_entropy",
+    "two_hot_decode",
+    "two_hot_encode",
 ]
