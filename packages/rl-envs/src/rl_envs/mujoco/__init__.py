@@ -1,0 +1,11 @@
+"""Native, batched MuJoCo environments on the ``mujoco`` bindings (extra ``rl-envs[mujoco]``).
+
+``MujocoEnv`` is the task base (model + observation/reward/termination/reset noise);
+the locomotion tasks reproduce Gymnasium's v5 definitions. The ``mujoco`` package is
+imported when an env is built, so importing this module never needs it.
+"""
+
+from rl_envs.mujoco.base import MujocoEnv
+from rl_envs.mujoco.locomotion import AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv
+
+__all__ = ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "Walker2dEnv"]
