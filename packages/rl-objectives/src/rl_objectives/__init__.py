@@ -4,6 +4,7 @@ from importlib.metadata import version as _version
 
 from rl_objectives.a2c import A2CLoss
 from rl_objectives.common import LossModule
+from rl_objectives.cql import CQLLoss, DiscreteCQLLoss
 from rl_objectives.ddpg import DDPGLoss
 from rl_objectives.discrete_sac import DiscreteSACLoss
 from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
@@ -31,9 +32,11 @@ __version__ = _version("rl-objectives")
 __all__ = [
     "GAE",
     "A2CLoss",
+    "CQLLoss",
     "ClipPPOLoss",
     "DDPGLoss",
     "DQNLoss",
+    "DiscreteCQLLoss",
     "DiscreteIQLLoss",
     "DiscreteSACLoss",
     "DistributionalDQNLoss",
