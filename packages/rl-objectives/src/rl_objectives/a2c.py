@@ -17,7 +17,13 @@ from rl_objectives._pg import (
     summed_critic_loss,
     weighted_entropy_loss,
 )
-from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
+from rl_objectives.common import (
+    PG_ESTIMATOR_KEYS,
+    LossModule,
+    ValueEstimatorLike,
+    estimator_keys,
+    loss_output,
+)
 from rl_objectives.functional import policy_gradient_loss
 from rl_objectives.value.registry import ValueEstimators
 
@@ -43,6 +49,9 @@ class A2CLoss(LossModule):
         functional: TorchRL's switch; the networks are always called as they are here
             (never copied), and with ``False`` the ``*_network_params`` properties are ``None``.
         actor, critic: aliases of ``actor_network`` and ``critic_network``.
+        value_estimator: the value estimator: a ready estimator module, a
+            :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
+            ``"gae"``); built on first use, with this loss's ``gamma``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -98,9 +107,10 @@ class A2CLoss(LossModule):
         functional: bool = True,
         actor: nn.Module | None = None,
         critic: nn.Module | None = None,
+        value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
-        super().__init__(reduction=reduction, debug=debug)
+        super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         actor_network = actor if actor is not None else actor_network
         critic_network = critic if critic is not None else critic_network
         self._reject_ctor_keys(advantage_key=advantage_key, value_target_key=value_target_key)

@@ -14,9 +14,13 @@ from torch import nn
 from rl_objectives._keys import get_entry, replace_keys
 from rl_objectives._kwargs import kwargs_to_tensordict
 from rl_objectives._nets import BoundParams
-from rl_objectives.value.registry import ValueEstimators, build_value_estimator
+from rl_objectives.value.registry import ValueEstimators, build_value_estimator, check_value_type
 
-__all__ = ["LossModule"]
+__all__ = ["LossModule", "ValueEstimatorLike"]
+
+# What a loss's ``value_estimator=`` accepts: a built-in type, its name, a registered key,
+# or a ready estimator module.
+ValueEstimatorLike = ValueEstimators | str | nn.Module | None
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -71,7 +75,10 @@ class LossModule(nn.Module):
       of detached clones, moved by ``.to()``, saved in ``state_dict``, absent from
       ``parameters()``) and run through ``to_module``, which compiles without graph breaks;
     * ``set_keys(...)`` over a frozen dataclass of default keys (``default_keys``);
-    * ``make_value_estimator(...)`` resolved through :mod:`rl_objectives.value.registry`;
+    * a value estimator: ``value_estimator=`` at construction (a ready estimator module, a
+      :class:`~rl_objectives.value.ValueEstimators` member or its name), or
+      ``make_value_estimator(...)`` later, names resolved through
+      :mod:`rl_objectives.value.registry`;
     * reduction (``"mean"``, ``"sum"``, ``"none"``) with optional importance weights;
     * a ``debug`` flag: non-finite inputs raise;
     * TorchRL's call with tensors as keywords: ``loss(observation=..., action=...,
@@ -92,7 +99,13 @@ class LossModule(nn.Module):
     default_value_estimator: ClassVar[ValueEstimators | None] = None
     SUPPORTED_VALUE_ESTIMATORS: ClassVar[tuple[Any, ...]] = ()
 
-    def __init__(self, *, reduction: str | None = None, debug: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        reduction: str | None = None,
+        debug: bool = False,
+        value_estimator: ValueEstimatorLike = None,
+    ) -> None:
         super().__init__()
         reduction = "mean" if reduction is None else reduction
         if reduction not in _REDUCTIONS:
@@ -106,6 +119,10 @@ class LossModule(nn.Module):
         # held outside the module tree: the estimator's critic is one of our networks,
         # and registering it twice would duplicate it in state_dict
         self.__dict__["_value_estimator"] = None
+        if value_estimator is not None and not isinstance(value_estimator, nn.Module):
+            value_estimator = self._check_value_type(value_estimator)
+        # built on first use, once the subclass has set gamma and its networks
+        self.__dict__["_value_estimator_choice"] = value_estimator
         self._value_estimator_hyperparams: dict[str, Any] = {}
         self._selected_out_keys: list[str] | None = None
         self.functional = True
@@ -369,10 +386,40 @@ class LossModule(nn.Module):
 
     @property
     def value_estimator(self) -> nn.Module:
-        """The estimator in use, built with ``default_value_estimator`` on first access."""
+        """The estimator in use, built on first access from the constructor's ``value_estimator``
+        (``default_value_estimator`` when it was not given)."""
         if self._value_estimator is None:
-            self.make_value_estimator(self.default_value_estimator)
+            self.make_value_estimator(self._value_estimator_choice)
         return self._value_estimator
+
+    @value_estimator.setter
+    def value_estimator(self, estimator: nn.Module) -> None:
+        if not isinstance(estimator, nn.Module):
+            raise TypeError(
+                f"{type(self).__name__}.value_estimator must be an estimator module, got "
+                f"{type(estimator).__name__}; to choose one by name call "
+                "make_value_estimator(name, **hyperparams)."
+            )
+        self._set_value_estimator(estimator)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # nn.Module.__setattr__ would register an estimator module as a submodule instead of
+        # calling the property's setter (and then duplicate its critic in state_dict)
+        if name == "value_estimator":
+            LossModule.value_estimator.fset(self, value)
+            return
+        super().__setattr__(name, value)
+
+    def _check_value_type(self, value_type: Any) -> Any:
+        """``value_type`` as its registry key, refused when this loss does not support it."""
+        value_type = check_value_type(value_type)
+        supported = self.SUPPORTED_VALUE_ESTIMATORS
+        if isinstance(value_type, ValueEstimators) and supported and value_type not in supported:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not support {value_type}; "
+                f"supported: {[v.name for v in supported]}."
+            )
+        return value_type
 
     def _set_value_estimator(self, estimator: nn.Module) -> None:
         # not nn.Module.__setattr__: that would register the estimator (and its critic) again
@@ -396,12 +443,7 @@ class LossModule(nn.Module):
             return self
         if value_type is None:
             value_type = self.default_value_estimator
-        supported = self.SUPPORTED_VALUE_ESTIMATORS
-        if isinstance(value_type, ValueEstimators) and supported and value_type not in supported:
-            raise NotImplementedError(
-                f"{type(self).__name__} does not support {value_type}; "
-                f"supported: {[v.name for v in supported]}."
-            )
+        value_type = self._check_value_type(value_type)
         gamma = getattr(self, "gamma", None)
         if gamma is not None:
             hyperparams.setdefault("gamma", gamma)

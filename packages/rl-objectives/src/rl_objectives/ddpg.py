@@ -14,6 +14,7 @@ from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
     LossModule,
+    ValueEstimatorLike,
     estimator_keys,
     loss_output,
 )
@@ -39,6 +40,9 @@ class DDPGLoss(LossModule):
         gamma: discount (else the estimator's default, 0.99).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        value_estimator: the value estimator: a ready estimator module, a
+            :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
+            ``"td0"``); built on first use, with this loss's ``gamma``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -94,9 +98,10 @@ class DDPGLoss(LossModule):
         gamma: float | None = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
+        value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
-        super().__init__(reduction=reduction, debug=debug)
+        super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
         self.convert_to_functional(value_network, "value_network", create_target_params=delay_value)
         self.loss_function = loss_function

@@ -15,6 +15,7 @@ from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
     LossModule,
+    ValueEstimatorLike,
     estimator_keys,
     loss_output,
 )
@@ -48,6 +49,9 @@ class DQNLoss(LossModule):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
         priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
+        value_estimator: the value estimator: a ready estimator module, a
+            :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
+            ``"td0"``); built on first use, with this loss's ``gamma``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -97,9 +101,10 @@ class DQNLoss(LossModule):
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
         priority_key: NestedKey | None = None,
+        value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
-        super().__init__(reduction=reduction, debug=debug)
+        super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         self._reject_ctor_keys(priority_key=priority_key)
         self.convert_to_functional(value_network, "value_network", create_target_params=delay_value)
         self.loss_function = loss_function

@@ -23,7 +23,13 @@ from rl_objectives._pg import (
     summed_critic_loss,
     weighted_entropy_loss,
 )
-from rl_objectives.common import PG_ESTIMATOR_KEYS, LossModule, estimator_keys, loss_output
+from rl_objectives.common import (
+    PG_ESTIMATOR_KEYS,
+    LossModule,
+    ValueEstimatorLike,
+    estimator_keys,
+    loss_output,
+)
 from rl_objectives.functional import (
     adaptive_kl_factor,
     clipped_surrogate_loss,
@@ -68,6 +74,9 @@ class PPOLoss(LossModule):
         actor, critic: aliases of ``actor_network`` and ``critic_network``.
         device: TorchRL's device of the coefficient buffers; the coefficients are Python
             floats here (valid on any device) and the networks are not moved.
+        value_estimator: the value estimator: a ready estimator module, a
+            :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
+            ``"gae"``); built on first use, with this loss's ``gamma``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -130,9 +139,10 @@ class PPOLoss(LossModule):
         actor: nn.Module | None = None,
         critic: nn.Module | None = None,
         device: torch.device | str | None = None,
+        value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
-        super().__init__(reduction=reduction, debug=debug)
+        super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         # TorchRL puts its coefficient buffers there; the coefficients here are Python floats,
         # valid on every device, and the networks are not moved (as in TorchRL)
         self.device = None if device is None else torch.device(device)

@@ -23,6 +23,7 @@ from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
     LossModule,
+    ValueEstimatorLike,
     estimator_keys,
     loss_output,
 )
@@ -81,6 +82,9 @@ class SACLoss(LossModule):
             targets are the same either way (done states are masked), all are computed here.
         deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
             values are the same either way (critics run stacked here).
+        value_estimator: the value estimator: a ready estimator module, a
+            :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
+            ``"td0"``); built on first use, with this loss's ``gamma``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -157,9 +161,10 @@ class SACLoss(LossModule):
         priority_key: NestedKey | None = None,
         skip_done_states: bool = False,
         deactivate_vmap: bool = False,
+        value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
-        super().__init__(reduction=reduction, debug=debug)
+        super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         self._reject_ctor_keys(priority_key=priority_key)
         self.skip_done_states = skip_done_states
         self.deactivate_vmap = deactivate_vmap

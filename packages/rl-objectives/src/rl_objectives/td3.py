@@ -15,6 +15,7 @@ from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
     LossModule,
+    ValueEstimatorLike,
     estimator_keys,
     loss_output,
 )
@@ -65,6 +66,9 @@ class TD3Loss(LossModule):
         priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
         deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
             values are the same either way (critics run stacked here).
+        value_estimator: the value estimator: a ready estimator module, a
+            :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
+            ``"td0"``); built on first use, with this loss's ``gamma``.
         debug: raise on non-finite inputs.
 
     Examples:
@@ -127,9 +131,10 @@ class TD3Loss(LossModule):
         use_prioritized_weights: str | bool = "auto",
         priority_key: NestedKey | None = None,
         deactivate_vmap: bool = False,
+        value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
-        super().__init__(reduction=reduction, debug=debug)
+        super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         self._reject_ctor_keys(priority_key=priority_key)
         self.deactivate_vmap = deactivate_vmap
         low, high = _bounds(action_spec, bounds)

@@ -7,6 +7,7 @@ from rl_objectives.value.multiagent_gae import MultiAgentGAE
 from rl_objectives.value.registry import (
     ValueEstimators,
     build_value_estimator,
+    check_value_type,
     default_value_kwargs,
     register_value_estimator,
     registered_value_estimators,
@@ -25,6 +26,7 @@ __all__ = [
     "ValueEstimatorKeys",
     "ValueEstimators",
     "build_value_estimator",
+    "check_value_type",
     "default_value_kwargs",
     "functional",
     "register_value_estimator",

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import torch
 
+from rl_objectives.functional import td_target
 from rl_objectives.value._scan import reverse_linear_scan
 
 __all__ = [
@@ -203,7 +204,7 @@ def td0_return_estimate(
     if terminated is None:
         return reward + gamma * next_state_value
     _check(-1, next_state_value=next_state_value, reward=reward, terminated=terminated)
-    return reward + gamma * _not(terminated, reward) * next_state_value
+    return td_target(reward, gamma * _not(terminated, reward), next_state_value)
 
 
 def td0_advantage_estimate(

@@ -1,16 +1,19 @@
 """Which estimator class implements which value type, and with which defaults.
 
 Losses never name estimator classes: ``loss.make_value_estimator(value_type, **kw)``
-looks the class up here. A new estimator (for instance a Triton one from
-``rl-kernels``, which cannot import this package) plugs in from user code with
-:func:`register_value_estimator`, under a new name or in place of a built-in one,
-without editing any loss.
+looks the class up here. The registry is read-only from the outside: a new estimator
+registers under a new name with :func:`register_value_estimator`, and a built-in
+entry can never be replaced, so no import can change what ``"gae"`` means for every
+loss in the process. To use another estimator in one loss (for instance a Triton
+one from ``rl-kernels``, which cannot import this package), give the instance to
+that loss: ``ClipPPOLoss(actor, critic, value_estimator=MyGAE(...))``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 from torch import nn
@@ -18,6 +21,7 @@ from torch import nn
 __all__ = [
     "ValueEstimators",
     "build_value_estimator",
+    "check_value_type",
     "default_value_kwargs",
     "register_value_estimator",
     "registered_value_estimators",
@@ -41,10 +45,21 @@ class ValueEstimators(Enum):
 
 
 _REGISTRY: dict[Any, tuple[type, dict[str, Any]]] = {}
+_CLASSES: dict[Any, type] = {}
+_CLASSES_VIEW: Mapping[Any, type] = MappingProxyType(_CLASSES)
 
 
-def _coerce(value_type: Any) -> Any:
-    """Accept an enum member, its name in any case (``"gae"``) or a registered key."""
+def check_value_type(value_type: Any) -> Any:
+    """The registry key of ``value_type``: an enum member, its name in any case (``"gae"``)
+    or a registered key.
+
+    Raises:
+        KeyError: an unknown value type (the message lists the known ones).
+
+    Examples:
+        >>> check_value_type("gae")
+        <ValueEstimators.GAE: 'Generalized advantage estimate'>
+    """
     if isinstance(value_type, ValueEstimators) or value_type in _REGISTRY:
         return value_type
     if isinstance(value_type, str):
@@ -61,15 +76,22 @@ def _coerce(value_type: Any) -> Any:
 def register_value_estimator(
     value_type: Any, *, default_kwargs: dict[str, Any] | None = None
 ) -> Callable[[type], type]:
-    """Class decorator: make ``cls`` the estimator built for ``value_type``.
+    """Class decorator: register ``cls`` as the estimator built for a new ``value_type``.
 
     ``cls`` is built by ``cls.for_loss(loss, **kwargs)`` when it defines that
     classmethod, otherwise by ``cls(value_network=<the loss's critic>, **kwargs)``
     followed by ``set_keys(...)`` with the loss's keys when the class has it.
 
     Args:
-        value_type: a :class:`ValueEstimators` member or any hashable name.
+        value_type: a new hashable name (a built-in :class:`ValueEstimators` member is
+            registered once, by this package).
         default_kwargs: hyper-parameters used unless the caller overrides them.
+
+    Raises:
+        ValueError: ``value_type`` is already registered to another class, or is a built-in
+            name in another case (``"GAE"``): entries are never replaced. To use another
+            estimator in place of a built-in one, give the instance to the loss
+            (``value_estimator=``) or to ``loss.make_value_estimator(instance)``.
 
     Examples:
         >>> from rl_objectives.value import TD0Estimator
@@ -79,21 +101,37 @@ def register_value_estimator(
     """
 
     def decorator(cls: type) -> type:
+        known = _REGISTRY.get(value_type)
+        if known is not None and known[0] is not cls:
+            raise ValueError(
+                f"value estimator {value_type!r} is already registered to {known[0].__name__}; "
+                f"registered entries cannot be replaced. Register {cls.__name__} under a new "
+                "name, or pass an instance to one loss: Loss(..., value_estimator=est)."
+            )
+        if isinstance(value_type, str) and value_type.lower() in _BUILTIN_NAMES:
+            raise ValueError(
+                f"value estimator name {value_type!r} would shadow the built-in "
+                f"ValueEstimators.{_BUILTIN_NAMES[value_type.lower()]}; choose another name."
+            )
         _REGISTRY[value_type] = (cls, dict(default_kwargs or {}))
+        _CLASSES[value_type] = cls
         return cls
 
     return decorator
 
 
-def registered_value_estimators() -> dict[Any, type]:
-    """The registered value types and their classes.
+_BUILTIN_NAMES = {member.name.lower(): member.name for member in ValueEstimators}
+
+
+def registered_value_estimators() -> Mapping[Any, type]:
+    """The registered value types and their classes, as a read-only mapping.
 
     Examples:
         >>> import rl_objectives.value
         >>> registered_value_estimators()[ValueEstimators.GAE].__name__
         'GAE'
     """
-    return {k: cls for k, (cls, _) in _REGISTRY.items()}
+    return _CLASSES_VIEW
 
 
 def default_value_kwargs(value_type: Any) -> dict[str, Any]:
@@ -104,7 +142,7 @@ def default_value_kwargs(value_type: Any) -> dict[str, Any]:
         >>> default_value_kwargs("gae")
         {'gamma': 0.99, 'lmbda': 0.95}
     """
-    return dict(_REGISTRY[_coerce(value_type)][1])
+    return dict(_REGISTRY[check_value_type(value_type)][1])
 
 
 def build_value_estimator(
@@ -130,7 +168,7 @@ def build_value_estimator(
         >>> type(est).__name__, est.gamma
         ('TD0Estimator', 0.5)
     """
-    cls, defaults = _REGISTRY[_coerce(value_type)]
+    cls, defaults = _REGISTRY[check_value_type(value_type)]
     kwargs = {**defaults, **hyperparams}
     for_loss = getattr(cls, "for_loss", None)
     if for_loss is not None and loss is not None:
