@@ -1,0 +1,122 @@
+"""ModelBasedEnvBase / DreamerEnv: the env contract over a world model given as a callable."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+
+from rl_envs import (
+    Bounded,
+    Composite,
+    DreamerEnv,
+    ModelBasedEnvBase,
+    PendulumEnv,
+    Unbounded,
+    check_env_specs,
+)
+
+
+class _Linear(torch.nn.Module):
+    """A fixed toy transition: s' = tanh(A s + B a + C b), b' = 0.5 b + s', r = sum(s')."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.A = torch.nn.Parameter(torch.randn(4, 4, generator=g) * 0.3)
+        self.B = torch.nn.Parameter(torch.randn(2, 4, generator=g))
+        self.C = torch.nn.Parameter(torch.randn(3, 4, generator=g) * 0.3)
+
+    def forward(self, s, b, a):
+        s2 = torch.tanh(s @ self.A + a @ self.B + b @ self.C)
+        b2 = 0.5 * b + s2[..., :3]
+        return s2, b2, s2.sum(-1, keepdim=True)
+
+
+def _env(batch=(5,)):
+    wm = TensorDictModule(
+        _Linear(), in_keys=["state", "belief", "action"], out_keys=["state", "belief", "reward"]
+    )
+    env = DreamerEnv(wm, prior_shape=(4,), belief_shape=(3,), batch_size=batch)
+    env.action_spec_unbatched = Bounded(-1.0, 1.0, shape=(2,))
+    return env
+
+
+@pytest.mark.parametrize("batch", [(), (5,), (2, 3)])
+def test_dreamer_env_check_env_specs(batch):
+    env = _env(batch)
+    check_env_specs(env)
+    assert isinstance(env, ModelBasedEnvBase)
+
+
+def test_dreamer_env_rollout_matches_manual_loop_and_adopts_batch():
+    env = _env((5,))
+    policy_net = torch.nn.Linear(7, 2)
+    policy = TensorDictModule(
+        lambda s, b: torch.tanh(policy_net(torch.cat([s, b], -1))),
+        in_keys=["state", "belief"],
+        out_keys=["action"],
+    )
+    start = TensorDict(state=torch.randn(9, 4), belief=torch.randn(9, 3), batch_size=[9])
+    root = env.reset(start.clone())
+    assert env.batch_size == (9,)
+    out = env.rollout(6, policy, auto_reset=False, tensordict=root)
+    assert out.batch_size == (9, 6)
+    model = env.world_model.module
+    s, b = start["state"], start["belief"]
+    rewards, states = [], []
+    for _ in range(6):
+        a = torch.tanh(policy_net(torch.cat([s, b], -1)))
+        s, b, r = model(s, b, a)
+        rewards.append(r)
+        states.append(s)
+    torch.testing.assert_close(out["next", "reward"], torch.stack(rewards, 1))
+    torch.testing.assert_close(out["next", "state"], torch.stack(states, 1))
+    torch.testing.assert_close(out["state"][:, 1:], out["next", "state"][:, :-1])
+    assert not out["next", "done"].any() and not out["next", "terminated"].any()
+    # imagination is differentiable: the return's gradient reaches the policy
+    out["next", "reward"].sum().backward()
+    assert policy_net.weight.grad is not None and policy_net.weight.grad.abs().sum() > 0
+
+
+def test_dreamer_env_reset_without_latents_raises():
+    env = _env((2,))
+    with pytest.raises(KeyError, match=r"\['belief'\].*data\['next'\]"):
+        env.reset(TensorDict(state=torch.zeros(2, 4), batch_size=[2]))
+    td = env.reset()
+    assert td["state"].shape == (2, 4) and not td["done"].any()
+
+
+def test_set_specs_from_env_and_decoder():
+    base = PendulumEnv(batch_size=[3])
+    env = _env(())
+    env.set_specs_from_env(base)
+    assert env.action_spec.shape == (1,) and env.reward_spec.shape == (1,)
+    assert set(env.observation_keys) == {"state", "belief"}
+    with pytest.raises(ValueError, match="no obs_decoder"):
+        env.decode_obs(TensorDict())
+    dec = TensorDictModule(lambda s: s * 2, in_keys=["state"], out_keys=["reco"])
+    env2 = DreamerEnv(env.world_model, (4,), (3,), obs_decoder=dec)
+    td = env2.decode_obs(TensorDict(state=torch.ones(4)))
+    torch.testing.assert_close(td["reco"], torch.full((4,), 2.0))
+
+
+def test_model_based_env_base_step_keeps_spec_entries_only():
+    class Env(ModelBasedEnvBase):
+        def _reset(self, td, **kwargs):
+            return TensorDict(obs=torch.zeros(2, 1), batch_size=[2])
+
+    wm = TensorDictModule(
+        lambda o, a: (o + a, o.abs(), o * 0),
+        in_keys=["obs", "action"],
+        out_keys=["obs", "reward", "junk"],
+    )
+    env = Env(wm, batch_size=[2])
+    env.observation_spec = Composite(obs=Unbounded((2, 1)), shape=[2])
+    env.action_spec = Unbounded((2, 1))
+    td = env.step(env.reset().set("action", torch.ones(2, 1)))
+    assert "junk" not in set(td["next"].keys())
+    torch.testing.assert_close(td["next", "obs"], torch.ones(2, 1))
+    with pytest.raises(TypeError, match="callable"):
+        Env(3)
