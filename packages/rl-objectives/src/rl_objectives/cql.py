@@ -219,9 +219,12 @@ class CQLLoss(LossModule):
         return self.temperature_module.log_alpha
 
     @property
-    def target_entropy(self) -> float | None:
-        """The target entropy (``None`` until inferred from the first batch when ``"auto"``)."""
-        return self._target_entropy
+    def target_entropy(self) -> torch.Tensor | None:
+        """The target entropy as a tensor, as TorchRL's buffer (``None`` until inferred from the
+        first batch when ``"auto"`` had no spec)."""
+        if self._target_entropy is None:
+            return None
+        return torch.tensor(self._target_entropy, device=self.log_alpha.device)
 
     def _default_out_keys(self) -> list[str]:
         keys = ["loss_actor", "loss_actor_bc", "loss_qvalue", "loss_cql", "loss_alpha",
