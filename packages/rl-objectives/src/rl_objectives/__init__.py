@@ -14,6 +14,7 @@ from rl_objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from rl_objectives.reinforce import ReinforceLoss
 from rl_objectives.sac import SACLoss
 from rl_objectives.td3 import TD3Loss
+from rl_objectives.td3_bc import TD3BCLoss
 from rl_objectives.utils import HardUpdate, SoftUpdate, TargetNetUpdater, distance_loss
 from rl_objectives.value import (
     GAE,
@@ -54,6 +55,7 @@ __all__ = [
     "SoftUpdate",
     "TD0Estimator",
     "TD1Estimator",
+    "TD3BCLoss",
     "TD3Loss",
     "TDLambdaEstimator",
     "TargetNetUpdater",
