@@ -292,3 +292,18 @@ def test_qmixer_loss_wraps_a_plain_mixer_and_reads_one_hot_actions():
             td["next", "reward"].squeeze(-1) + 0.5 * (~td["next", "terminated"]).squeeze(-1) * nxt
         )
     torch.testing.assert_close(out["loss"], F.mse_loss(pred, target))
+
+
+def test_mappo_reads_a_group_that_lost_its_agent_batch_dim():
+    """A replay-buffer sample may carry the group with the root batch only: the per-agent
+    log-probabilities ``[*B, n_agents]`` give the agent dim back."""
+    torch.manual_seed(0)
+    actor_lin, critic_lin = nn.Linear(OBS, A), nn.Linear(OBS, 1)
+    critic = TensorDictModule(critic_lin, [("agents", "observation")], [("agents", "state_value")])
+    loss = MAPPOLoss(_actor(actor_lin), critic).set_keys(**AGENT_KEYS)
+    td = _data()
+    flat = TensorDict({"agents": td["agents"].to_dict(), "state": td["state"]}, [16])
+    assert flat["agents"].batch_size == (16,)
+    out, ref = loss(flat), _reference(td, actor_lin, critic_lin)
+    for key, value in ref.items():
+        torch.testing.assert_close(out[key], value, msg=key)

@@ -160,7 +160,13 @@ class MAPPOLoss(ClipPPOLoss):
         sub = self._group_of(td)
         batch, agent_batch = td.batch_size, sub.batch_size
         if agent_batch == batch:
-            return td
+            # e.g. a replay-buffer sample whose group lost its batch dims: the per-agent
+            # log-probabilities [*B, n_agents] tell whether the data has an agent dim
+            log_prob = td.get(self.tensor_keys.sample_log_prob, None)
+            if log_prob is None or log_prob.ndim != len(batch) + 1:
+                return td
+            sub = sub.copy().auto_batch_size_(batch_dims=len(batch) + 1)
+            agent_batch = sub.batch_size
         if len(agent_batch) != len(batch) + 1 or agent_batch[: len(batch)] != batch:
             raise ValueError(
                 f"{type(self).__name__}: the group {group!r} has batch {list(agent_batch)}; "
