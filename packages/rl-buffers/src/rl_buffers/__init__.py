@@ -6,6 +6,7 @@ from rl_buffers._memory import StorageMemoryError
 from rl_buffers.ensemble import ReplayBufferEnsemble
 from rl_buffers.her import HERReplayBuffer, HindsightStrategy
 from rl_buffers.postprocs import MultiStep
+from rl_buffers.remote import RemoteTensorDictReplayBuffer
 from rl_buffers.replay_buffer import ReplayBuffer
 from rl_buffers.samplers import (
     PrioritizedSampler,
@@ -61,6 +62,7 @@ __all__ = [
     "PrioritizedSampler",
     "PrioritizedSliceSampler",
     "RandomSampler",
+    "RemoteTensorDictReplayBuffer",
     "ReplayBuffer",
     "ReplayBufferEnsemble",
     "RoundRobinWriter",
