@@ -8,6 +8,7 @@ from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
 from rl_envs.libs.gym import GymEnv, GymWrapper
 from rl_envs.libs.marl import MarlGroupMapType, check_marl_grouping
+from rl_envs.libs.pettingzoo import PettingZooEnv, PettingZooWrapper
 from rl_envs.libs.vmas import VmasEnv, VmasWrapper
 from rl_envs.model_based import DreamerEnv, ModelBasedEnvBase
 from rl_envs.mujoco import AntEnv, HalfCheetahEnv, HopperEnv, MujocoEnv, Walker2dEnv
@@ -69,7 +70,14 @@ __all__ = [
 # Transforms and batched envs.
 __all__ += ["ParallelEnv", "SerialEnv", "TransformedEnv", "WorkerError", *_transforms_all]
 # Multi-agent envs.
-__all__ += ["MarlGroupMapType", "VmasEnv", "VmasWrapper", "check_marl_grouping"]
+__all__ += [
+    "MarlGroupMapType",
+    "PettingZooEnv",
+    "PettingZooWrapper",
+    "VmasEnv",
+    "VmasWrapper",
+    "check_marl_grouping",
+]
 __all__ += [
     "BoundedContinuous",
     "BoundedDiscrete",
