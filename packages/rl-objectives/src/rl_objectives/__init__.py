@@ -3,6 +3,7 @@
 from importlib.metadata import version as _version
 
 from rl_objectives.a2c import A2CLoss
+from rl_objectives.bc import BCLoss
 from rl_objectives.common import LossModule
 from rl_objectives.cql import CQLLoss, DiscreteCQLLoss
 from rl_objectives.ddpg import DDPGLoss
@@ -33,6 +34,7 @@ __version__ = _version("rl-objectives")
 __all__ = [
     "GAE",
     "A2CLoss",
+    "BCLoss",
     "CQLLoss",
     "ClipPPOLoss",
     "DDPGLoss",
@@ -65,4 +67,37 @@ __all__ = [
     "build_value_estimator",
     "distance_loss",
     "register_value_estimator",
+]
+
+# Model-based RL: Dreamer (v1) and DreamerV3.
+from rl_objectives._dreamer_common import (
+    symexp,
+    symlog,
+    two_hot_cross_entropy,
+    two_hot_decode,
+    two_hot_encode,
+)
+from rl_objectives.dreamer import DreamerActorLoss, DreamerModelLoss, DreamerValueLoss
+from rl_objectives.dreamer_v3 import (
+    DreamerV3ActorLoss,
+    DreamerV3ModelLoss,
+    DreamerV3ValueLoss,
+    categorical_kl_balanced,
+    categorical_kl_terms,
+)
+
+__all__ += [
+    "DreamerActorLoss",
+    "DreamerModelLoss",
+    "DreamerV3ActorLoss",
+    "DreamerV3ModelLoss",
+    "DreamerV3ValueLoss",
+    "DreamerValueLoss",
+    "categorical_kl_balanced",
+    "categorical_kl_terms",
+    "symexp",
+    "symlog",
+    "two_hot_cross_entropy",
+    "two_hot_decode",
+    "two_hot_encode",
 ]
