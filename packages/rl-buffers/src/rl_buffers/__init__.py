@@ -3,6 +3,12 @@
 from importlib.metadata import version as _version
 
 from rl_buffers._memory import StorageMemoryError
+from rl_buffers.datasets import (
+    D4RLExperienceReplay,
+    DatasetFormatError,
+    DatasetReplayBuffer,
+    MinariExperienceReplay,
+)
 from rl_buffers.ensemble import ReplayBufferEnsemble
 from rl_buffers.her import HERReplayBuffer, HindsightStrategy
 from rl_buffers.postprocs import MultiStep
@@ -39,6 +45,7 @@ from rl_buffers.tensordict_replay_buffer import (
     TensorDictReplayBuffer,
 )
 from rl_buffers.writers import (
+    ImmutableDatasetWriter,
     RoundRobinWriter,
     TensorDictMaxValueWriter,
     TensorDictRoundRobinWriter,
@@ -48,14 +55,19 @@ __version__ = _version("rl-buffers")
 
 __all__ = [
     "CompressedListStorage",
+    "D4RLExperienceReplay",
+    "DatasetFormatError",
+    "DatasetReplayBuffer",
     "HERReplayBuffer",
     "HindsightStrategy",
+    "ImmutableDatasetWriter",
     "LambdaScheduler",
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "LinearScheduler",
     "ListStorage",
     "MinSegmentTree",
+    "MinariExperienceReplay",
     "MultiStep",
     "ParameterScheduler",
     "PrioritizedReplayBuffer",

@@ -211,3 +211,43 @@ class TensorDictMaxValueWriter:
     def load_state_dict(self, state: dict) -> None:
         self._ranks = state["ranks"].clone()
         self._write_count = int(state.get("write_count", 0))
+
+
+class ImmutableDatasetWriter:
+    """The writer of a dataset buffer: refuses every write, so a loaded dataset stays as it was.
+
+    Examples:
+        >>> from rl_buffers import LazyTensorStorage, ReplayBuffer
+        >>> storage = LazyTensorStorage(3)
+        >>> storage.set(torch.arange(3), torch.zeros(3))
+        >>> rb = ReplayBuffer(storage=storage, writer=ImmutableDatasetWriter())
+        >>> len(rb)
+        3
+    """
+
+    def __init__(self, compilable: bool = False) -> None:
+        self._compilable = bool(compilable)
+        self._storage: Storage | None = None
+
+    def register_storage(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def add(self, data: Any) -> torch.Tensor:
+        return self.extend(data)
+
+    def extend(self, data: Any) -> torch.Tensor:
+        raise RuntimeError(
+            "this buffer holds a fixed dataset (ImmutableDatasetWriter): it cannot be written to. "
+            "Copy what you need into a ReplayBuffer of your own to add data."
+        )
+
+    def empty(self, empty_write_count: bool = True) -> None:
+        raise RuntimeError(
+            "this buffer holds a fixed dataset (ImmutableDatasetWriter): it cannot be emptied."
+        )
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Nothing to restore: the writer has no state."""
