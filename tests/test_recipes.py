@@ -54,6 +54,9 @@ RESUME_CASES = {
     # on-policy, with a vector env stepped mid-episode at the checkpoint; a learning-rate
     # schedule spans the planned run, so the halves below would plan different schedules
     "ppo": ["--smoke", "--anneal-lr", "false"],
+    # multi-agent (VMAS): the env's exact state is every tensor of the simulation
+    "mappo": ["--smoke", "--value-norm", "popart"],
+    "qmix": ["--smoke"],
     "sac": [
         "--smoke",
         "--total-frames", "1000",
