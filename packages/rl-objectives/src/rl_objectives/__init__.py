@@ -6,6 +6,7 @@ from rl_objectives.a2c import A2CLoss
 from rl_objectives.bc import BCLoss
 from rl_objectives.common import LossModule
 from rl_objectives.cql import CQLLoss, DiscreteCQLLoss
+from rl_objectives.crossq import CrossQLoss
 from rl_objectives.ddpg import DDPGLoss
 from rl_objectives.discrete_sac import DiscreteSACLoss
 from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
@@ -37,6 +38,7 @@ __all__ = [
     "BCLoss",
     "CQLLoss",
     "ClipPPOLoss",
+    "CrossQLoss",
     "DDPGLoss",
     "DQNLoss",
     "DiscreteCQLLoss",
