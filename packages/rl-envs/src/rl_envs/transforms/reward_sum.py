@@ -19,9 +19,15 @@ class RewardSum(Transform):
     the root entry carries the sum up to the current step, so after a reset it
     is zero for the reset entries and unchanged for the others.
 
+    Multi-agent envs: a grouped reward such as ``("agents", "reward")`` (shape
+    ``[*B, n_agents, 1]``) is summed per agent into ``("agents", "episode_reward")``;
+    a (partial) reset of an env zeroes the sums of all its agents.
+
     Args:
-        in_keys: rewards to sum (default ``["reward"]``).
-        out_keys: where the sums go (default ``["episode_reward"]``, one per in_key).
+        in_keys: rewards to sum (default: every reward key of the env, as in TorchRL;
+            ``["reward"]`` outside an env).
+        out_keys: where the sums go (default ``"episode_reward"`` for ``"reward"`` and
+            ``(*prefix, "episode_<name>")`` for a nested ``(*prefix, name)``).
         reset_keys: unused here (single-agent envs reset with ``"_reset"``); kept for
             TorchRL signature parity.
         reward_spec: put the sum in the reward spec instead of the observation spec.
@@ -43,6 +49,7 @@ class RewardSum(Transform):
         *,
         reward_spec: bool = False,
     ) -> None:
+        self._env_reward_keys = not as_key_list(in_keys) and out_keys is None
         in_keys = as_key_list(in_keys) or ["reward"]
         if out_keys is None:
             out_keys = (
@@ -120,6 +127,11 @@ class RewardSum(Transform):
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         from rl_envs.transforms._utils import spec_has, unbounded_like
 
+        env_keys = list(specs.reward.keys(True, True))
+        if self._env_reward_keys and env_keys and env_keys != self.in_keys:
+            # TorchRL's default: sum every reward the env writes (e.g. grouped ones)
+            self.in_keys = env_keys
+            self.out_keys = [_episode_key(k) for k in env_keys]
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             if not spec_has(specs.reward, in_key):
                 raise KeyError(

@@ -20,6 +20,12 @@ class StepCounter(Transform):
     (``done = terminated | truncated``). A partial reset zeroes only the reset
     entries.
 
+    Multi-agent envs: the count is kept per env at the root (agents of one env
+    share their episode). When the env's done spec also holds nested flags (e.g.
+    PettingZoo's ``("agents", "truncated")`` / ``("agents", "done")`` of shape
+    ``[*B, n_agents, 1]``), truncation is written there too, broadcast over the agent
+    dim, so per-agent and team flags agree.
+
     Args:
         max_steps: the step count at which an episode is truncated (``None``: never).
         truncated_key: the truncation flag to write.
@@ -51,6 +57,7 @@ class StepCounter(Transform):
         self.truncated_key = truncated_key or "truncated"
         self.step_count_key = step_count_key or "step_count"
         self.update_done = update_done
+        self._nested_prefixes: list[tuple[str, ...]] = []  # groups with their own flags
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
@@ -87,7 +94,21 @@ class StepCounter(Transform):
             if self.update_done:
                 done = next_tensordict.get("done", None)
                 next_tensordict.set("done", truncated if done is None else done | truncated)
+            if self._nested_prefixes and bool(hit.any()):
+                self._truncate_groups(next_tensordict, hit)
         return next_tensordict
+
+    def _truncate_groups(self, next_tensordict: TensorDictBase, hit: torch.Tensor) -> None:
+        """Broadcasts the root truncation ``hit`` (``[*B, 1]``) to each group's flags."""
+        nb = next_tensordict.batch_dims
+        for prefix in self._nested_prefixes:
+            names = [self.truncated_key, "done"] if self.update_done else [self.truncated_key]
+            for name in names:
+                flag = next_tensordict.get((*prefix, name), None)
+                if flag is None:
+                    continue
+                h = hit.reshape(*hit.shape[:nb], *([1] * (flag.ndim - nb)))
+                next_tensordict.set((*prefix, name), flag | h)
 
     def _supports_rollout_map(self) -> bool:
         return self.max_steps is None  # truncation changes the rollout itself
@@ -126,6 +147,13 @@ class StepCounter(Transform):
         count_spec = Bounded(low=0, high=high, shape=(*batch, 1), dtype=torch.int64, device=device)
         specs.observation[self.step_count_key] = count_spec
         specs.state[self.step_count_key] = count_spec.clone()
+        self._nested_prefixes = sorted(
+            {
+                key[:-1]
+                for key in specs.done.keys(True, True)
+                if isinstance(key, tuple) and len(key) > 1 and key[-1] == self.truncated_key
+            }
+        )
         if self.max_steps is not None and not _has(specs.done, self.truncated_key):
             specs.done[self.truncated_key] = Categorical(
                 n=2, shape=(*batch, 1), dtype=torch.bool, device=device
