@@ -13,6 +13,7 @@ from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
 from rl_objectives.iql import DiscreteIQLLoss, IQLLoss
 from rl_objectives.multiagent import IPPOLoss, MAPPOLoss, QMixerLoss
 from rl_objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives.redq import REDQLoss
 from rl_objectives.reinforce import ReinforceLoss
 from rl_objectives.sac import SACLoss
 from rl_objectives.td3 import TD3Loss
@@ -54,6 +55,7 @@ __all__ = [
     "MultiAgentGAE",
     "PPOLoss",
     "QMixerLoss",
+    "REDQLoss",
     "ReinforceLoss",
     "SACLoss",
     "SoftUpdate",

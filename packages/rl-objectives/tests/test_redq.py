@@ -1,0 +1,116 @@
+"""REDQ against a plain-torch loop over ten critics (values and gradients); stacked parameters."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from objectives_testlib import QNet, make_normal_actor, make_qvalue, transitions
+from tensordict.nn import TensorDictModule, TensorDictSequential
+
+from rl_objectives import REDQLoss, SoftUpdate
+
+
+def _slice(params, i):
+    return {k.removeprefix("module."): v[i] for k, v in params.flatten_keys(".").items()}
+
+
+@pytest.mark.parametrize("deactivate_vmap", [False, True])
+def test_redq_matches_a_plain_torch_loop_over_critics(deactivate_vmap):
+    actor = make_normal_actor()
+    n, m = 10, 3
+    loss = REDQLoss(actor, make_qvalue(), num_qvalue_nets=n, sub_sample_len=m, gamma=0.9,
+                    alpha_init=0.5, loss_function="l2", deactivate_vmap=deactivate_vmap)  # fmt: skip
+    live, tgt = loss.qvalue_network_params, loss.target_qvalue_network_params
+    with torch.no_grad():
+        for p in tgt.values(True, True):
+            p.add_(0.1 * torch.randn_like(p))
+    td = transitions(16)
+    torch.manual_seed(4)
+    out = loss(td)
+    torch.manual_seed(4)
+    obs, act, nobs = td["observation"], td["action"], td["next", "observation"]
+    loc, scale = actor.module[0].module(torch.cat([obs, nobs]))
+    dist = actor.module[1].distribution_class(loc, scale)
+    a = dist.rsample()
+    lp = dist.log_prob(a)
+    subset = torch.randperm(n)[:m].sort().values
+    base = QNet()
+
+    def q(i, o, x, params):
+        return torch.func.functional_call(base, _slice(params, i), (o, x)).squeeze(-1)
+
+    q_actor = torch.stack([q(i, obs, a[:16], live.detach()) for i in range(n)])
+    ref_actor = (0.5 * lp[:16] - q_actor).mean()
+    with torch.no_grad():
+        nv = torch.stack([q(int(j), nobs, a[16:], tgt) - 0.5 * lp[16:] for j in subset]).amin(0)
+        y = td["next", "reward"].squeeze(-1) + 0.9 * (~td["next", "terminated"]).squeeze(-1) * nv
+    pred = torch.stack([q(i, obs, act, live) for i in range(n)])
+    ref_q = ((pred - y) ** 2).mean()
+    ref_alpha = (-loss.log_alpha.exp() * (lp.detach() - 2.0)).mean()
+    torch.testing.assert_close(out["loss_actor"], ref_actor)
+    torch.testing.assert_close(out["loss_qvalue"], ref_q)
+    torch.testing.assert_close(out["loss_alpha"], ref_alpha)
+    torch.testing.assert_close(td["td_error"], ((pred - y) ** 2).amax(0).detach())
+    params = [*actor.parameters(), *live.values(True, True), loss.log_alpha]
+    ours = torch.autograd.grad(out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"], params)
+    theirs = torch.autograd.grad(ref_actor + ref_q + ref_alpha, params)
+    for x, z in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(x, z)
+
+
+def test_redq_parameters_targets_and_isolation():
+    loss = REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=4, target_entropy=-2.0)
+    names = [name for name, _ in loss.named_parameters()]
+    assert len(names) == len(set(names))
+    assert not any("target" in name for name in names)
+    assert loss.qvalue_network_params.batch_size == (4,)
+    weights = loss.qvalue_network_params["module", "net", "0", "weight"]
+    assert not torch.equal(weights[0], weights[1])  # re-initialised copies
+    out = loss(transitions(8))
+    out["loss_actor"].backward(retain_graph=True)
+    assert all(p.grad is None for p in loss.qvalue_network_params.values(True, True))
+    assert all(p.grad is not None for p in loss.actor_network.parameters())
+    loss.zero_grad(set_to_none=True)
+    out["loss_qvalue"].backward()
+    assert all(p.grad is not None for p in loss.qvalue_network_params.values(True, True))
+    assert all(p.grad is None for p in loss.actor_network.parameters())
+    tgt = loss.target_qvalue_network_params
+    before = tgt["module", "net", "0", "weight"].clone()
+    updater = SoftUpdate(loss, tau=0.5)
+    with torch.no_grad():
+        loss.qvalue_network_params["module", "net", "0", "weight"].add_(1.0)
+    updater.step()
+    torch.testing.assert_close(tgt["module", "net", "0", "weight"], before + 0.5)
+    # reduction="none": per-critic and per-sample losses
+    loss = REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=4, reduction="none",
+                    scalar_output_mode="exclude")  # fmt: skip
+    out = loss(transitions(8))
+    assert out["loss_qvalue"].shape == (4, 8) and out["loss_alpha"].shape == (2, 8)
+    assert "alpha" not in out
+
+
+def test_redq_alpha_clamp_passes_the_gradient():
+    loss = REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=3, alpha_init=100.0,
+                    target_entropy=-2.0)  # fmt: skip
+    torch.testing.assert_close(loss.alpha, torch.tensor(10.0))
+    out = loss(transitions(8))
+    out["loss_alpha"].backward()
+    assert loss.log_alpha.grad is not None and loss.log_alpha.grad != 0
+
+
+def test_redq_generic_critic_path_and_errors():
+    # a TensorDictSequential critic is not a plain module: evaluated slice by slice
+    seq = TensorDictSequential(make_qvalue())
+    loss = REDQLoss(make_normal_actor(), seq, num_qvalue_nets=3, target_entropy=-2.0)
+    assert not loss._stacked_q.fast
+    out = loss(transitions(8))
+    out["loss_qvalue"].backward()
+    assert all(p.grad is not None for p in loss.qvalue_network_params.values(True, True))
+    with pytest.raises(NotImplementedError, match="gSDE"):
+        REDQLoss(make_normal_actor(), make_qvalue(), gSDE=True)
+    bad = TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["state_action_value"])
+    with pytest.raises(ValueError, match="expected \\(8, 1\\)"):
+        REDQLoss(make_normal_actor(), bad, num_qvalue_nets=3)(transitions(8))
+    td = transitions(8).exclude("observation")
+    with pytest.raises(KeyError):
+        REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=3)(td)
