@@ -71,7 +71,7 @@ class MujocoEnv(EnvBase):
 
     Example:
         >>> xml = '''<mujoco><worldbody><body><joint name="h" type="hinge"/>
-        ...   <geom size=".1" fromto="0 0 0 0 0 1"/></body></worldbody>
+        ...   <geom type="capsule" size=".1" fromto="0 0 0 0 0 1"/></body></worldbody>
         ...   <actuator><motor joint="h" ctrlrange="-1 1"/></actuator></mujoco>'''
         >>> class Spin(MujocoEnv):
         ...     def _compute_reward(self, prev, action, sim):
