@@ -10,6 +10,7 @@ from rl_objectives.crossq import CrossQLoss
 from rl_objectives.ddpg import DDPGLoss
 from rl_objectives.discrete_sac import DiscreteSACLoss
 from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
+from rl_objectives.gail import GAILLoss
 from rl_objectives.iql import DiscreteIQLLoss, IQLLoss
 from rl_objectives.multiagent import IPPOLoss, MAPPOLoss, QMixerLoss
 from rl_objectives.ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
@@ -46,6 +47,7 @@ __all__ = [
     "DiscreteIQLLoss",
     "DiscreteSACLoss",
     "DistributionalDQNLoss",
+    "GAILLoss",
     "HardUpdate",
     "IPPOLoss",
     "IQLLoss",
