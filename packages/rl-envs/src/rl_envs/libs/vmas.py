@@ -354,7 +354,11 @@ class VmasWrapper(EnvBase):
                     k: torch.stack([_per_env(infos[i][k], b).to(torch.float32) for i in idx], dim=1)
                     for k in names
                 }
-            source[group] = TensorDict(entries, batch_size=(b, len(idx)), device=self.device)
+            # fresh tensors stacked to [B, n, ...] above: the unvalidated constructor skips
+            # tensordict's per-key checks on the hot path
+            source[group] = TensorDict._new_unsafe(
+                entries, batch_size=(b, len(idx)), device=self.device
+            )
         term, trunc = flags
         term = term.reshape(b, 1).bool()
         trunc = torch.zeros_like(term) if trunc is None else trunc.reshape(b, 1).bool()
