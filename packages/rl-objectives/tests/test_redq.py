@@ -114,3 +114,27 @@ def test_redq_generic_critic_path_and_errors():
     td = transitions(8).exclude("observation")
     with pytest.raises(KeyError):
         REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=3)(td)
+
+
+class _Composite:
+    """A spec-like Composite: ``keys()``, ``[key]`` and its own (container) ``shape``."""
+
+    def __init__(self, shape, **entries):
+        self.shape, self._entries = torch.Size(shape), entries
+
+    def keys(self, *args):
+        return self._entries.keys()
+
+    def __getitem__(self, key):
+        return self._entries[key]
+
+
+def test_redq_target_entropy_auto_from_a_composite_spec():
+    from types import SimpleNamespace
+
+    spec = _Composite((), action=SimpleNamespace(shape=torch.Size([3])))
+    loss = REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=2, action_spec=spec)
+    assert loss.target_entropy.item() == -3.0
+    spec = _Composite((5,), action=SimpleNamespace(shape=torch.Size([5, 4])))
+    loss = REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=2, action_spec=spec)
+    assert loss.target_entropy.item() == -4.0

@@ -16,9 +16,11 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
+from rl_objectives._keys import normalize_key
 from rl_objectives.common import loss_output
 
 __all__ = [
+    "action_leaf_spec",
     "assemble_output",
     "check_value_shape",
     "resolve_scalar_mode",
@@ -108,11 +110,29 @@ def without_shared(params: TensorDictBase, others: Iterable[nn.Module]) -> Tenso
     return params.apply(lambda p: p.detach() if id(p) in shared else p, filter_empty=False)
 
 
-def target_entropy_from(action_spec: Any, target_entropy: str | float) -> float | None:
+def action_leaf_spec(action_spec: Any, action_key: NestedKey) -> tuple[Any, int]:
+    """The action's own spec and the number of leading container dims.
+
+    A Composite (anything with ``keys()``, e.g. an actor's ``spec``) is looked up at
+    ``action_key``; its own ``shape`` (the container's batch dims) is counted so that
+    ``-prod(shape[n:])`` is the action's dimensionality.
+    """
+    if callable(getattr(action_spec, "keys", None)):
+        keys = [normalize_key(k) for k in action_spec.keys(True, True)]
+        if action_key not in keys:
+            return None, 0
+        return action_spec[action_key], len(getattr(action_spec, "shape", ()))
+    return action_spec, 0
+
+
+def target_entropy_from(
+    action_spec: Any, target_entropy: str | float, action_key: NestedKey = "action"
+) -> float | None:
     """``-prod(action shape)`` for ``"auto"`` with a spec; the number itself; ``None`` to infer later."""
     if target_entropy != "auto":
         return float(target_entropy)
-    shape = getattr(action_spec, "shape", None)
+    spec, lead = action_leaf_spec(action_spec, action_key)
+    shape = getattr(spec, "shape", None)
     if shape is None:
         return None
-    return -float(torch.Size(shape).numel())
+    return -float(torch.Size(tuple(shape)[lead:]).numel())

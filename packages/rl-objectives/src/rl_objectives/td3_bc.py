@@ -11,7 +11,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import make_qvalue_networks, output_of, stacked_outputs
-from rl_objectives._offline import without_shared
+from rl_objectives._offline import action_leaf_spec, without_shared
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
@@ -34,6 +34,8 @@ def _action_bounds(action_spec: Any, bounds: Any) -> tuple[torch.Tensor, torch.T
     if bounds is not None:
         low, high = bounds
     else:
+        leaf, _ = action_leaf_spec(action_spec, "action")
+        action_spec = leaf if leaf is not None else action_spec
         space = getattr(action_spec, "space", None)
         low, high = getattr(space, "low", None), getattr(space, "high", None)
         if low is None or high is None:
