@@ -69,7 +69,7 @@ def test_done_is_terminated_or_truncated(flags):
     env = GymWrapper(ScriptedEnv(flags), categorical_action_encoding=True)
     n = 2 * len(flags)
     for fast in (True, False):
-        r = env.rollout(n, break_when_any_done=False, callback=None if fast else (lambda *a: None))
+        r = env.rollout(n, break_when_any_done=False, backend="gym" if fast else "generic")
         term, trunc = r["next", "terminated"].flatten(), r["next", "truncated"].flatten()
         expect = [flags[i % len(flags)] for i in range(n)]
         assert term.tolist() == [f[0] for f in expect]
@@ -171,10 +171,10 @@ def test_fast_path_equals_generic_loop(with_policy):
     env = GymEnv("CartPole-v1")
     policy = (lambda td: td.set("action", env.action_spec.rand())) if with_policy else None
     runs = []
-    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+    for backend in ("gym", "generic"):
         env.set_seed(1)
         torch.manual_seed(1)
-        runs.append(env.rollout(300, policy, callback, break_when_any_done=False))
+        runs.append(env.rollout(300, policy, break_when_any_done=False, backend=backend))
     assert_same(*runs)
 
 
@@ -266,10 +266,10 @@ def test_policy_next_entries_are_kept_and_carried_by_both_loops():
         return td.set(("next", "state"), state + 1)
 
     runs = []
-    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+    for backend in ("gym", "generic"):
         env.set_seed(1)
         torch.manual_seed(1)
-        runs.append(env.rollout(120, policy, callback, break_when_any_done=False))
+        runs.append(env.rollout(120, policy, break_when_any_done=False, backend=backend))
     assert_same(*runs)
     r = runs[0]
     assert r["next", "done"].any()  # an episode boundary was crossed
@@ -365,9 +365,9 @@ def test_tensordict_module_policy_fast_path_equals_generic_loop(name, categorica
             net = _Twice(net)
     policy = TensorDictModule(net, ["observation"], out_keys)
     runs = []
-    for callback in (None, lambda *a: None):  # a callback forces the generic loop
+    for backend in ("gym", "generic"):
         env.set_seed(2)
-        runs.append(env.rollout(70, policy, callback, break_when_any_done=False))
+        runs.append(env.rollout(70, policy, break_when_any_done=False, backend=backend))
     assert_same(*runs)
     assert runs[0]["next", "done"].sum() >= 2
     if with_logits:

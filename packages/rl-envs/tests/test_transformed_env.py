@@ -159,10 +159,10 @@ def test_fast_rollout_matches_step_by_step(break_when_any_done):
     env = TransformedEnv(SerialEnv(2, lambda: PendulumEnv(max_episode_steps=3)), stack())
     assert env.transform._supports_rollout_map()
     results = []
-    for callback in (None, lambda e, td: None):  # fast path, then the generic loop
+    for backend in ("transformed", "generic"):
         env.set_seed(0)
         torch.manual_seed(0)
-        results.append(env.rollout(8, callback=callback, break_when_any_done=break_when_any_done))
+        results.append(env.rollout(8, break_when_any_done=break_when_any_done, backend=backend))
     fast, slow = results
     assert set(fast.keys(True, True)) == set(slow.keys(True, True))
     assert fast.shape == slow.shape and (fast == slow).all()

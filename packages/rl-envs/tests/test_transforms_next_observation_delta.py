@@ -160,13 +160,12 @@ def test_break_when_any_done_rollout_drops_the_full_observation_on_every_step():
 
 def test_fast_random_rollout_matches_the_generic_loop():
     env = TransformedEnv(PendulumEnv(batch_size=[2]), NextObservationDelta())
-    assert env._fast_rollout(env.reset(), 3, None, "none") is not None  # the fast path applies
     torch.manual_seed(0)
     env.set_seed(0)
-    fast = env.rollout(6, break_when_any_done=False)
+    fast = env.rollout(6, break_when_any_done=False, backend="transformed")  # raises if unsupported
     torch.manual_seed(0)
     env.set_seed(0)
-    generic = env.rollout(6, break_when_any_done=False, callback=lambda e, td: None)
+    generic = env.rollout(6, break_when_any_done=False, backend="generic")
     assert_same(fast, generic)
     assert ("next", "observation") not in fast.keys(True, True)
     diff = (fast["observation"][:, 1:] - fast["observation"][:, :-1]).to(torch.float16)

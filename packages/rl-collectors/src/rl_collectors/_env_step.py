@@ -157,6 +157,19 @@ def env_step_and_maybe_reset(
     return transition, root_after(env, transition, reward_keys, action_keys)
 
 
+def has_post_step_mdp_hooks(env: Any) -> bool:
+    """Whether the env declares post-step-mdp hooks (docs/contract.md, "Rollouts").
+
+    Such an env's stored transitions may lack what the next root needs, so collectors
+    build every root with ``step_and_maybe_reset``. Read under the public name
+    (``post_step_mdp_hooks``, rl_envs) and TorchRL's (``_post_step_mdp_hooks``).
+    """
+    for name in ("post_step_mdp_hooks", "_post_step_mdp_hooks"):
+        if getattr(env, name, None) is not None:
+            return True
+    return False
+
+
 _ROLLOUT_ARGUMENTS = frozenset({"auto_reset", "tensordict", "break_when_any_done"})
 
 

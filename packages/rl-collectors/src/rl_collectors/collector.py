@@ -29,6 +29,7 @@ from rl_collectors._env_step import (
     TRUNCATED_KEY,
     env_rollout,
     env_step_and_maybe_reset,
+    has_post_step_mdp_hooks,
     partial_reset,
     root_after,
 )
@@ -382,7 +383,7 @@ class Collector:
             return False
         if self.max_frames_per_traj is not None or self.policy_device != self.env_device:
             return False
-        if getattr(self.env, "_post_step_mdp_hooks", None) is not None:
+        if has_post_step_mdp_hooks(self.env):
             # The stored steps lack what the next root needs (e.g. NextObservationDelta
             # drops ("next", obs)): only step_and_maybe_reset builds that root.
             return False

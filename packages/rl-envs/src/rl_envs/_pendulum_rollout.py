@@ -11,51 +11,75 @@ It produces exactly what the generic loop produces: actions are drawn up front
 with the same ``spec.rand((T,))`` call; finished entries are reset with the same
 generator draws as ``PendulumEnv._reset`` (full-batch ``th`` then ``thdot``,
 merged under the done mask); root done flags are ``False`` after the first step.
-It applies to random actions with ``break_when_any_done`` or auto-reset rollouts
-(``mode`` ``"any"`` / ``"none"``) from a root holding only the observation and
-the done flags; otherwise it returns ``None`` and the generic loop runs.
+It applies (:func:`supports`) to random actions with ``break_when_any_done`` or
+auto-reset rollouts (``mode`` ``"any"`` / ``"none"``) from a root holding only the
+observation and the done flags. ``PendulumEnv`` offers it as its ``"pendulum"``
+rollout backend and hands over its simulator (:class:`Simulator`): this module reads
+no attribute of the env's own.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-if TYPE_CHECKING:
-    from rl_envs.pendulum import PendulumEnv
-
 _ROOT_KEYS = {"observation", "done", "terminated", "truncated"}
 
+_State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # th, thdot, step count
 
-def fast_rollout(
-    env: PendulumEnv, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-) -> TensorDictBase | None:
-    """The stacked rollout (batch_size ``[*B, T]``), or ``None`` for the generic loop."""
-    from rl_envs.pendulum import _observation
 
-    if policy is not None or mode not in ("any", "none"):
-        return None
-    if set(root.keys(True, True)) != _ROOT_KEYS:
-        return None
-    nb = len(env.batch_size)
-    actions = env.full_action_spec["action"].rand((max_steps,))
-    first = root.clone(False).set("action", actions[0])
-    env._check_step_input(first)
+@dataclass
+class Simulator:
+    """What the loop needs of a ``PendulumEnv``: its state and its physics.
 
+    Attributes:
+        state: ``(th, thdot, count)`` at the start; the loop replaces it with the final one.
+        dynamics: ``(th, thdot, action) -> (th', thdot', reward [*B, 1])``.
+        draw_initial: ``() -> (th0, thdot0)`` of the whole batch (the env's generator).
+        observation: ``(th, thdot) -> [*B, 3]`` float32.
+        horizon: the episode length (truncation).
+    """
+
+    state: _State
+    dynamics: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], _State]
+    draw_initial: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+    observation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    horizon: int
+
+
+def supports(root: TensorDictBase, policy: Any, mode: str) -> bool:
+    """Random actions, mode ``"any"`` or ``"none"``, a root of observation and flags only."""
+    return policy is None and mode in ("any", "none") and set(root.keys(True, True)) == _ROOT_KEYS
+
+
+def run(
+    sim: Simulator,
+    root: TensorDictBase,
+    actions: torch.Tensor,
+    mode: str,
+    batch_size: torch.Size,
+    device: torch.device,
+) -> TensorDictBase:
+    """The stacked rollout (batch_size ``[*B, T]``); ``sim.state`` ends as the env's state."""
+    nb = len(batch_size)
+    max_steps = actions.shape[0]
+    observation = sim.observation
     obs_root: list[torch.Tensor] = [root.get("observation")]
     obs_next: list[torch.Tensor] = []
     rewards: list[torch.Tensor] = []
     truncs: list[torch.Tensor] = []
-    th, thdot, count = env._th, env._thdot, env._t
-    horizon = env.max_episode_steps
+    th, thdot, count = sim.state
+    horizon = sim.horizon
     n = max_steps
     for t in range(max_steps):
-        th, thdot, reward = env._dynamics(th, thdot, actions[t])
+        th, thdot, reward = sim.dynamics(th, thdot, actions[t])
         count = count + 1
         done = count >= horizon
-        obs = _observation(th, thdot)
+        obs = observation(th, thdot)
         obs_next.append(obs)
         rewards.append(reward)
         truncs.append(done.unsqueeze(-1))
@@ -65,13 +89,13 @@ def fast_rollout(
             if mode == "any":
                 n = t + 1
                 break
-            th0, thdot0 = env._draw_initial()
+            th0, thdot0 = sim.draw_initial()
             th = torch.where(done, th0, th)
             thdot = torch.where(done, thdot0, thdot)
             count = torch.where(done, torch.zeros_like(count), count)
-            obs = _observation(th, thdot)
+            obs = observation(th, thdot)
         obs_root.append(obs)
-    env._th, env._thdot, env._t = th, thdot, count
+    sim.state = (th, thdot, count)
 
     def stack(values: list[torch.Tensor]) -> torch.Tensor:
         return torch.stack(values, nb)
@@ -81,7 +105,7 @@ def fast_rollout(
     first_flags = {k: flags.clone() for k in ("done", "terminated", "truncated")}
     for key, value in first_flags.items():
         value.select(nb, 0).copy_(root.get(key))
-    out = TensorDict(batch_size=(*env.batch_size, n), device=env.device)
+    out = TensorDict(batch_size=(*batch_size, n), device=device)
     out.set("observation", stack(obs_root))
     out.set("action", stack(list(actions[:n].unbind(0))))
     for key, value in first_flags.items():

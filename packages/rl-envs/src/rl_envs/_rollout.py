@@ -1,20 +1,16 @@
-"""The rollout loop of :class:`~rl_envs.EnvBase` (private).
+"""The generic rollout loop of :class:`~rl_envs.EnvBase` (private): the reference.
 
-Two paths produce the same TensorDict:
-
-* an env-specific fast path, ``env._fast_rollout(...)``, tried first when
-  there is no callback and a contiguous output is asked for; it returns ``None``
-  when it does not handle the arguments (``EnvBase``'s default). ``GymEnv`` uses
-  it to write into preallocated numpy storage with no TensorDict per step (and
-  to call a plain ``TensorDictModule``'s module on tensors, see
-  :class:`PlainPolicy`); ``PendulumEnv`` runs random-action rollouts on plain
-  tensors (``rl_envs._pendulum_rollout``).
-* the generic loop below: random actions are drawn for all steps at once, the
-  first step's input is fully checked (``env._check_step_input``), later steps go
-  through ``_step_unchecked`` / ``_step_and_maybe_reset_unchecked``, and the steps
-  are stacked once at the end (into ``out`` when given). The env's post-step-mdp
-  hooks (``env._post_step_mdp_hooks``) run on every step, the last one included
-  (with no next root), so a rollout stores what ``step_and_maybe_reset`` stores.
+``run_rollout`` resets (or starts from the given root), draws the random actions of
+every step at once (one ``spec.rand((max_steps,))`` per action key), then asks
+:func:`rl_envs.rollout_backend.choose_backend` whether one of the env class's
+``rollout_backends`` runs this call (e.g. ``GymEnv`` writes into preallocated numpy
+storage, ``PendulumEnv`` steps plain tensors, ``SerialEnv`` / ``ParallelEnv`` copy into
+one output). Otherwise the generic loop below runs: the first step's input is fully
+checked (``env._check_step_input``), later steps go through ``_step_unchecked`` /
+``_step_and_maybe_reset_unchecked``, and the steps are stacked once at the end (into
+``out`` when given). The env's post-step-mdp hooks (``env.post_step_mdp_hooks``) run
+on every step, the last one included (with no next root), so a rollout stores what
+``step_and_maybe_reset`` stores.
 
 Either way, with ``env.validate_actions`` on, the actions of every step are checked
 against the action spec in one vectorised pass over the whole rollout before it is
@@ -32,6 +28,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from rl_envs._checks import check_action_in_spec, warn_once_if_out_of_spec
+from rl_envs.rollout_backend import choose_backend
 from rl_envs.utils import step_mdp
 
 if TYPE_CHECKING:
@@ -218,6 +215,19 @@ def check_rollout_actions(env: EnvBase, result: TensorDictBase) -> None:
             raise ValueError(f"rollout step {step}: {err}") from None
 
 
+def random_actions(env: EnvBase, max_steps: int) -> dict[Any, torch.Tensor]:
+    """The random actions of every step: ``{key: [max_steps, *B, ...]}``, drawn in
+    ``full_action_spec`` order (the draw every backend and the generic loop share)."""
+    spec = env.full_action_spec
+    return {k: spec[k].rand((max_steps,)) for k in spec.keys(True, True)}
+
+
+def _mode(break_any: bool, break_all: bool, batch_ndim: int) -> str:
+    if break_any or (break_all and batch_ndim == 0):
+        return "any"
+    return "all" if break_all else "none"
+
+
 def run_rollout(
     env: EnvBase,
     max_steps: int,
@@ -230,6 +240,7 @@ def run_rollout(
     return_contiguous: bool,
     tensordict: TensorDictBase | None,
     out: TensorDictBase | None,
+    backend: str = "auto",
 ) -> TensorDictBase:
     """Implements :meth:`EnvBase.rollout` (see its docstring)."""
     if max_steps < 1:
@@ -242,34 +253,65 @@ def run_rollout(
     root = _start(env, auto_reset, tensordict)
     if policy is not None:
         policy = fast_policy(policy)
+    actions = random_actions(env, max_steps) if policy is None else None
+    mode = _mode(break_any, break_all, nb)
+    stepwise = callback is not None or not return_contiguous
+    chosen = choose_backend(env, root, policy, mode, backend, stepwise=stepwise)
+    if chosen is not None:
+        if actions is not None:
+            first = root.clone(False)
+            for key, values in actions.items():
+                first.set(key, values[0])
+            env._check_step_input(first)
+        result = chosen.run(env, root, max_steps, policy, mode, actions)
+        if env.validate_actions:
+            check_rollout_actions(env, result)
+        elif not env._out_of_spec_warned:
+            warn_if_rollout_out_of_spec(env, result)
+        if mode == "all":
+            result = _freeze_after_first_done(result, nb)
+        if out is not None:
+            view = out[(slice(None),) * nb + (slice(0, result.shape[nb]),)]
+            view.update_(result)
+            return view
+        return result
+    # an unbatched env is "all done" at its first done: the same loop as break_any
+    break_any = mode == "any"
+    return _generic(
+        env,
+        root,
+        max_steps,
+        policy,
+        callback,
+        actions,
+        break_any,
+        break_all,
+        return_contiguous,
+        out,
+    )
 
-    if callback is None and return_contiguous:
-        mode = "any" if break_any or (break_all and nb == 0) else ("all" if break_all else "none")
-        fast = env._fast_rollout(root, max_steps, policy, mode)
-        if fast is not None:
-            if env.validate_actions:
-                check_rollout_actions(env, fast)
-            elif not env._out_of_spec_warned:
-                warn_if_rollout_out_of_spec(env, fast)
-            if mode == "all":
-                fast = _freeze_after_first_done(fast, nb)
-            if out is not None:
-                view = out[(slice(None),) * nb + (slice(0, fast.shape[nb]),)]
-                view.update_(fast)
-                return view
-            return fast
 
-    random_actions: list[tuple[Any, torch.Tensor]] = []
-    if policy is None:
-        spec = env.full_action_spec
-        random_actions = [(k, spec[k].rand((max_steps,))) for k in spec.keys(True, True)]
+def _generic(
+    env: EnvBase,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Callable[[TensorDictBase], Any] | None,
+    callback: Callable[[EnvBase, TensorDictBase], Any] | None,
+    actions: dict[Any, torch.Tensor] | None,
+    break_any: bool,
+    break_all: bool,
+    return_contiguous: bool,
+    out: TensorDictBase | None,
+) -> TensorDictBase:
+    """The reference loop: one checked first step, then unchecked steps, one stack."""
+    nb = len(env.batch_size)
     reward_keys, done_keys, action_keys = env.reward_keys, env.done_keys, env.action_keys
-    hooks = env._post_step_mdp_hooks
+    hooks = env.post_step_mdp_hooks
     steps: list[TensorDictBase] = []
     ever_done: torch.Tensor | None = None
     for i in range(max_steps):
-        if policy is None:
-            for key, values in random_actions:
+        if actions is not None:
+            for key, values in actions.items():
                 root.set(key, values[i])
         else:
             res = policy(root)

@@ -44,7 +44,7 @@ Public behaviour:
   ``_step`` returns the same key (the env wins, as in TorchRL): ``"next"`` is
   updated, not replaced (``keep_preset_next``).
 * ``step_and_maybe_reset(td) -> (td, root)``: ``step``, then ``step_mdp``, then the
-  env's post-step-mdp hooks (``env._post_step_mdp_hooks``, ``None`` for plain envs;
+  env's post-step-mdp hooks (``env.post_step_mdp_hooks``, ``None`` for plain envs;
   a ``TransformedEnv`` runs those of its transforms, e.g. ``NextObservationDelta``);
   where ``("next", "done")`` is ``True`` the root is reset (a partial reset through
   ``"_reset"``). ``td`` keeps the true final observation under ``"next"``.
@@ -97,6 +97,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
 from rl_envs import _checks
+from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.specs import Categorical, Composite, Unbounded
 
 __all__ = ["EnvBase", "keep_preset_next"]
@@ -147,11 +148,18 @@ class EnvBase(torch.nn.Module):
     _out_of_spec_warned: bool = False  # set per instance once it warned (validation off)
     _first_action_probed: bool = False  # step() probes only the first action it gets
 
-    _post_step_mdp_hooks: _PostStepMdpHook | None = None
+    post_step_mdp_hooks: _PostStepMdpHook | None = None
     """Called as ``hooks(td, next_root) -> (td, next_root)`` after ``step_mdp`` in
     ``step_and_maybe_reset`` and on every ``rollout`` step (``next_root`` is ``None``
     where the rollout builds none); ``None`` (the default) means there is nothing to run.
-    TorchRL's name. ``TransformedEnv`` sets it when one of its transforms has such a hook."""
+    ``TransformedEnv`` sets it when one of its transforms has such a hook. A cross-package
+    contract (docs/contract.md, "Rollouts"): collectors that see it non-``None`` build
+    every next root with ``step_and_maybe_reset``. ``_post_step_mdp_hooks`` (TorchRL's
+    name) reads and writes the same attribute."""
+
+    rollout_backends: tuple[RolloutBackend, ...] = ()
+    """The fast rollout loops of this env class, tried in order by ``rollout(backend=
+    "auto")`` (see :mod:`rl_envs.rollout_backend`); none on ``EnvBase``."""
 
     def __init__(
         self,
@@ -172,6 +180,15 @@ class EnvBase(torch.nn.Module):
             reward=Unbounded(shape=(*b, 1), device=self._device), shape=b, device=self._device
         )
         self._full_done_spec = self._default_done_spec()
+
+    @property
+    def _post_step_mdp_hooks(self) -> _PostStepMdpHook | None:
+        """TorchRL's name of :attr:`post_step_mdp_hooks`."""
+        return self.post_step_mdp_hooks
+
+    @_post_step_mdp_hooks.setter
+    def _post_step_mdp_hooks(self, hooks: _PostStepMdpHook | None) -> None:
+        self.post_step_mdp_hooks = hooks
 
     # ------------------------------------------------------------------ hooks
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
@@ -577,7 +594,7 @@ class EnvBase(torch.nn.Module):
     ) -> tuple[TensorDictBase, TensorDictBase]:
         tensordict = self._step_unchecked(tensordict)
         root = _next_root(tensordict, self.reward_keys, self.action_keys)
-        hooks = self._post_step_mdp_hooks
+        hooks = self.post_step_mdp_hooks
         if hooks is not None:
             tensordict, root = hooks(tensordict, root)
         done = root.get("done", None)
@@ -647,22 +664,6 @@ class EnvBase(torch.nn.Module):
         )
 
     # ---------------------------------------------------------------- rollout
-    def _fast_rollout(
-        self,
-        root: TensorDictBase,
-        max_steps: int,
-        policy: Callable[[TensorDictBase], Any] | None,
-        mode: str,
-    ) -> TensorDictBase | None:
-        """Optional env-specific rollout loop; ``None`` means "use the generic loop".
-
-        Subclasses may return the stacked rollout (batch_size ``[*B, T]``) that the
-        generic loop would produce from ``root``. ``mode`` is ``"any"`` (stop at the
-        first done), ``"none"`` (reset done entries and go on) or ``"all"`` (go on
-        until every entry has been done once; EnvBase freezes entries afterwards).
-        """
-        return None
-
     def append_transform(self, transform: Any) -> Any:
         """A :class:`~rl_envs.TransformedEnv` of this env with ``transform`` (TorchRL's shortcut).
 
@@ -691,6 +692,7 @@ class EnvBase(torch.nn.Module):
         return_contiguous: bool = True,
         tensordict: TensorDictBase | None = None,
         out: TensorDictBase | None = None,
+        backend: str = "auto",
     ) -> TensorDictBase:
         """Runs ``policy`` in the env for up to ``max_steps`` steps.
 
@@ -709,6 +711,10 @@ class EnvBase(torch.nn.Module):
             tensordict: the start when ``auto_reset=False`` (or passed to ``reset``).
             out: a preallocated TensorDict of batch_size ``[*B, max_steps]`` to fill;
                 the result is ``out[..., :T]``.
+            backend: ``"auto"`` (the first of the env class's ``rollout_backends`` that
+                supports the call, else the generic loop), ``"generic"`` (the reference
+                loop) or a backend's name; see :mod:`rl_envs.rollout_backend`. Every
+                backend returns the generic loop's result, bit for bit.
 
         Returns:
             A TensorDict of batch_size ``[*B, T]``, ``T <= max_steps``. As in TorchRL,
@@ -728,6 +734,7 @@ class EnvBase(torch.nn.Module):
             return_contiguous=return_contiguous,
             tensordict=tensordict,
             out=out,
+            backend=backend,
         )
         if out is None and return_contiguous and not result._has_names():
             result.refine_names(..., "time")

@@ -19,7 +19,9 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rl_envs import _pendulum_rollout
 from rl_envs.env_base import EnvBase
+from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.specs import Bounded, Composite, Unbounded
 
 __all__ = ["PendulumEnv"]
@@ -28,9 +30,6 @@ __all__ = ["PendulumEnv"]
 def angle_normalize(x: torch.Tensor) -> torch.Tensor:
     """Maps an angle to ``[-pi, pi)``, as Gymnasium's ``angle_normalize``."""
     return torch.remainder(x + math.pi, 2 * math.pi) - math.pi
-
-
-_HOOKS = ("_step", "_reset", "_dynamics", "_draw_initial", "_obs")
 
 
 def _observation(th: torch.Tensor, thdot: torch.Tensor) -> torch.Tensor:
@@ -166,21 +165,6 @@ class PendulumEnv(EnvBase):
             device=self.device,
         )
 
-    def _fast_rollout(
-        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-    ) -> TensorDictBase | None:
-        """Random-action rollouts on plain tensors (see ``rl_envs._pendulum_rollout``).
-
-        A subclass that overrides a hook gets the generic loop (which calls the hooks).
-        """
-        from rl_envs._pendulum_rollout import fast_rollout
-
-        cls = type(self)
-        if any(getattr(cls, h) is not getattr(PendulumEnv, h) for h in _HOOKS):
-            return None
-
-        return fast_rollout(self, root, max_steps, policy, mode)
-
     def get_state(self) -> dict[str, Any]:
         """The exact state: angles, velocities, step counters and the RNG (picklable).
 
@@ -218,3 +202,33 @@ class PendulumEnv(EnvBase):
             self._generator.seed()
         else:
             self._generator.manual_seed(seed)
+
+
+def _backend_supports(env: EnvBase, root: TensorDictBase, policy: Any, mode: str) -> bool:
+    # exact type: a subclass overriding a hook gets the generic loop, which calls it
+    return type(env) is PendulumEnv and _pendulum_rollout.supports(root, policy, mode)
+
+
+def _backend_run(
+    env: PendulumEnv,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+    actions: dict[Any, torch.Tensor] | None,
+) -> TensorDictBase:
+    """Random-action rollouts on plain tensors (see ``rl_envs._pendulum_rollout``)."""
+    assert actions is not None  # supports() asked for random actions
+    sim = _pendulum_rollout.Simulator(
+        state=(env._th, env._thdot, env._t),
+        dynamics=env._dynamics,
+        draw_initial=env._draw_initial,
+        observation=_observation,
+        horizon=env.max_episode_steps,
+    )
+    out = _pendulum_rollout.run(sim, root, actions["action"], mode, env.batch_size, env.device)
+    env._th, env._thdot, env._t = sim.state
+    return out
+
+
+PendulumEnv.rollout_backends = (RolloutBackend("pendulum", _backend_supports, _backend_run),)

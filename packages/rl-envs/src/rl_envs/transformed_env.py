@@ -9,6 +9,7 @@ from typing import Any
 from tensordict import TensorDictBase
 
 from rl_envs.env_base import EnvBase, keep_preset_next
+from rl_envs.rollout_backend import RolloutBackend, choose_backend
 from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.primer import primer_from_mapping
 from rl_envs.transforms.transform import EnvSpecs, Transform
@@ -133,16 +134,16 @@ class TransformedEnv(EnvBase):
         self._has_hooks = self.transform._has_post_step_mdp_hook()
 
     @property
-    def _post_step_mdp_hooks(self) -> Any:
+    def post_step_mdp_hooks(self) -> Any:
         """The post-step-mdp hooks of the transforms (and of the base env), or ``None``."""
-        if self._has_hooks or self.base_env._post_step_mdp_hooks is not None:
+        if self._has_hooks or self.base_env.post_step_mdp_hooks is not None:
             return self._run_post_step_mdp_hooks
         return None
 
     def _run_post_step_mdp_hooks(
         self, tensordict: TensorDictBase, next_root: TensorDictBase | None
     ) -> tuple[TensorDictBase, TensorDictBase | None]:
-        base_hooks = self.base_env._post_step_mdp_hooks
+        base_hooks = self.base_env.post_step_mdp_hooks
         if base_hooks is not None:
             tensordict, next_root = base_hooks(tensordict, next_root)
         return self.transform._post_step_mdp_hooks(tensordict, next_root)
@@ -179,48 +180,9 @@ class TransformedEnv(EnvBase):
         if tensordict is None:
             tensordict = out.empty()
         out = self.transform._reset(tensordict, out)
-        # remembered for _fast_rollout: the base env's own view of a full reset
+        # remembered for the "transformed" rollout backend: the base env's view of a full reset
         self._last_reset = (out, base_root) if base_root is not None else None
         return out
-
-    def _fast_rollout(
-        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-    ) -> TensorDictBase | None:
-        """The base env's fast loop, then every transform on the whole trajectory.
-
-        Applies to random-action rollouts started by a full reset, when no transform
-        has an inverse and each one can be applied to a whole trajectory with the
-        same result as step by step (per-key maps, StepCounter without max_steps,
-        RewardSum, InitTracker, NextObservationDelta); otherwise ``None`` (the generic
-        loop). Post-step-mdp hooks then run once on the whole trajectory.
-        """
-        last = self.__dict__.get("_last_reset")
-        if (
-            policy is not None
-            or last is None
-            or last[0] is not root
-            or self._needs_inv
-            or not self.transform._supports_rollout_map()
-        ):
-            return None
-        traj = self.base_env._fast_rollout(last[1], max_steps, None, mode)
-        if traj is None:
-            return None
-        have = set(traj.keys(True, True))
-        start = root.select(*[k for k in root.keys(True, True) if k not in have])
-        nb = len(self.batch_size)
-        for key, value in start.items(True, True):
-            traj.set(
-                key,
-                value.unsqueeze(nb)
-                .expand(*value.shape[:nb], traj.shape[nb], *value.shape[nb:])
-                .clone(),
-            )
-        traj = self.transform._rollout_map(traj)
-        hooks = self._post_step_mdp_hooks
-        if hooks is not None:
-            traj, _ = hooks(traj, None)
-        return traj
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._last_reset = None
@@ -293,3 +255,61 @@ class TransformedEnv(EnvBase):
     def close(self) -> None:
         """Closes the base env."""
         self.base_env.close()
+
+
+def _base_backend(env: TransformedEnv, root: TensorDictBase, mode: str) -> RolloutBackend | None:
+    """The base env's backend for the base env's view of ``root``, if it has one."""
+    last = env.__dict__.get("_last_reset")
+    if last is None or last[0] is not root or env._needs_inv:
+        return None
+    if not env.transform.supports_rollout_map():
+        return None
+    return choose_backend(env.base_env, last[1], None, mode, "auto", stepwise=False)
+
+
+def _supports(env: TransformedEnv, root: TensorDictBase, policy: Any, mode: str) -> bool:
+    return (
+        type(env) is TransformedEnv
+        and policy is None
+        and _base_backend(env, root, mode) is not None
+    )
+
+
+def _run(
+    env: TransformedEnv,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+    actions: dict[Any, Any] | None,
+) -> TensorDictBase:
+    """The base env's backend, then every transform on the whole trajectory.
+
+    Applies to random-action rollouts started by a full reset, when no transform has an
+    inverse and each one maps a whole trajectory as it maps each step (per-key maps,
+    StepCounter without max_steps, RewardSum, InitTracker, NextObservationDelta: see
+    ``Transform.rollout_map``) and the base env has a backend for the call. Post-step-mdp
+    hooks then run once on the whole trajectory.
+    """
+    inner = _base_backend(env, root, mode)
+    assert inner is not None  # supports() said so
+    base_root = env.__dict__["_last_reset"][1]
+    traj = inner.run(env.base_env, base_root, max_steps, None, mode, actions)
+    have = set(traj.keys(True, True))
+    start = root.select(*[k for k in root.keys(True, True) if k not in have])
+    nb = len(env.batch_size)
+    for key, value in start.items(True, True):
+        traj.set(
+            key,
+            value.unsqueeze(nb)
+            .expand(*value.shape[:nb], traj.shape[nb], *value.shape[nb:])
+            .clone(),
+        )
+    traj = env.transform.rollout_map(traj)
+    hooks = env.post_step_mdp_hooks
+    if hooks is not None:
+        traj, _ = hooks(traj, None)
+    return traj
+
+
+TransformedEnv.rollout_backends = (RolloutBackend("transformed", _supports, _run),)

@@ -13,9 +13,9 @@ and each entry moves with one ``copy_`` per key:
 3. ``next`` goes into column t of the output's ``"next"``; the root of step
    t + 1 is ``reset`` where the sub-env finished, ``next`` elsewhere.
 
-Actions are drawn up front exactly as the generic loop draws them (one
-``spec.rand((T,))`` per action key), so both loops give the same result for the
-same seeds.
+Actions are drawn up front by ``rollout`` and shared with the generic loop, so
+both loops give the same result for the same seeds. ``SerialEnv`` and ``ParallelEnv``
+offer this loop as their ``"batched"`` rollout backend (:func:`supports`, :func:`run`).
 """
 
 from __future__ import annotations
@@ -29,24 +29,26 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs.batched._layout import Buffers
 
 
-def fast_rollout(
+def supports(buffers: Buffers, root: TensorDictBase, policy: Any, mode: str) -> bool:
+    """Random actions, mode ``"none"`` or ``"any"``, and a root holding only entries the
+    sub-envs' reset writes (anything else, e.g. a policy's state, is not carried here)."""
+    if policy is not None or mode not in ("none", "any"):
+        return False
+    return not set(root.keys(True, True)) - set(buffers.reset_keys)
+
+
+def run(
     env: Any,
     buffers: Buffers,
     step_reset: Callable[[], None],
     root: TensorDictBase,
-    max_steps: int,
-    policy: Any,
+    actions: dict[Any, torch.Tensor],
     mode: str,
-) -> TensorDictBase | None:
-    """The stacked rollout, or ``None`` when this loop does not apply."""
-    if policy is not None or mode not in ("none", "any"):
-        return None
+) -> TensorDictBase:
+    """The stacked rollout ``[*B, T]`` (``T = len(actions)`` unless a done stops it)."""
     root_keys = list(buffers.reset_keys)
-    if set(root.keys(True, True)) - set(root_keys):
-        return None  # the caller's root holds entries this loop does not carry
-    action_spec = env.full_action_spec
-    action_keys = list(action_spec.keys(True, True))
-    actions = {k: action_spec[k].rand((max_steps,)) for k in action_keys}
+    action_keys = list(actions)
+    max_steps = next(iter(actions.values())).shape[0]
     nb = len(env.batch_size)
     t_dim = nb
 
@@ -76,7 +78,6 @@ def fast_rollout(
     current = {k: root.get(k) for k in root_keys}
     done_next = nxt_buf.get("done")
     reset_buf = buffers.reset
-    env._check_step_input(root.update({k: actions[k][0] for k in action_keys}))
     steps = max_steps
     for t in range(max_steps):
         for k in root_keys:

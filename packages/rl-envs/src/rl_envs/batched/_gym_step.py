@@ -21,25 +21,28 @@ from rl_envs.batched._layout import NestedKey
 
 
 def gym_stepper(env: Any, td_in: TensorDictBase, dst: list[tuple[NestedKey, torch.Tensor]]):
-    """A ``GymStepper`` for ``env`` if the fast path applies, else ``None``."""
+    """A ``GymStepper`` for ``env`` if the fast path applies, else ``None``.
+
+    It applies to exactly ``GymEnv`` / ``GymWrapper`` (a subclass may override ``_step``:
+    it gets the generic path) over a single env on CPU with one top-level ``Box`` action.
+    """
     try:
-        from rl_envs.libs import _gym_spaces as gs
-        from rl_envs.libs.gym import GymWrapper
+        from rl_envs.libs.gym import GymEnv, GymWrapper
     except ImportError:  # gymnasium absent: nothing to accelerate
         return None
-    if type(env)._step is not GymWrapper._step or not isinstance(env, GymWrapper):
+    if type(env) not in (GymWrapper, GymEnv) or env.device.type != "cpu":
         return None
-    if env._is_vector or env.device.type != "cpu" or len(env._act_leaves) != 1:
+    binding = env.binding
+    if binding.is_vector or not binding.single_plain_action:
         return None
-    leaf = env._act_leaves[0]
-    spaces = gs._gym().spaces
-    if leaf.path or not isinstance(leaf.space, spaces.Box):
+    leaf = binding.action_leaves[0]
+    if not binding.is_box(leaf):
         return None
     keys = {_t(k) for k, _ in dst}
-    read_keys = {_t(key) for key, *_ in env._readers}
+    read_keys = {reader.key for reader in binding.readers}
     if keys != read_keys | {("reward",), ("terminated",), ("truncated",), ("done",)}:
         return None
-    return GymStepper(env, td_in, dst, leaf)
+    return GymStepper(binding, td_in, dst, leaf)
 
 
 def _t(key: NestedKey) -> tuple[str, ...]:
@@ -49,8 +52,8 @@ def _t(key: NestedKey) -> tuple[str, ...]:
 class GymStepper:
     """Steps one Gymnasium env from / into numpy views of the exchange buffers."""
 
-    def __init__(self, env: Any, td_in: TensorDictBase, dst: list, leaf: Any) -> None:
-        self.env = env
+    def __init__(self, binding: Any, td_in: TensorDictBase, dst: list, leaf: Any) -> None:
+        self.binding = binding
         self.action = td_in.get(leaf.key).numpy()
         self.gym_dtype = leaf.space.dtype
         views = {_t(k): v for k, v in dst}
@@ -58,13 +61,13 @@ class GymStepper:
         self.terminated = views[("terminated",)].numpy()
         self.truncated = views[("truncated",)].numpy()
         self.done = views[("done",)].numpy()
-        self.obs = [(views[_t(key)].numpy(), read, offset) for key, read, _, offset in env._readers]
+        self.obs = [(views[r.key].numpy(), r.read, r.offset) for r in binding.readers]
 
     def step(self) -> bool:
         """One step; returns whether the episode ended."""
         action = self.action
         action = action.astype(self.gym_dtype) if action.dtype != self.gym_dtype else action.copy()
-        obs, reward, term, trunc, info = self.env._gym_step(action)
+        obs, reward, term, trunc, info = self.binding.step(action)
         for view, read, offset in self.obs:
             view[...] = read(obs, info)
             if offset:

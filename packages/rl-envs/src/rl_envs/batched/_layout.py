@@ -72,7 +72,7 @@ def check_sub_env(env: Any) -> None:
     Raises:
         ValueError: naming the sub-env and the fix (put the transform outside).
     """
-    if getattr(env, "_post_step_mdp_hooks", None) is not None:
+    if getattr(env, "post_step_mdp_hooks", None) is not None:
         raise ValueError(
             f"A batched env's sub-env ({type(env).__name__}) holds a transform that edits "
             "stored transitions after step_mdp (e.g. NextObservationDelta); SerialEnv and "

@@ -14,7 +14,7 @@ import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDictBase
 
-from rl_envs.batched._fast import fast_rollout
+from rl_envs.batched import _fast
 from rl_envs.batched._layout import (
     Buffers,
     as_fn_list,
@@ -26,6 +26,7 @@ from rl_envs.batched._layout import (
 )
 from rl_envs.batched._worker import worker_loop
 from rl_envs.env_base import EnvBase
+from rl_envs.rollout_backend import RolloutBackend
 
 __all__ = ["ParallelEnv"]
 
@@ -388,19 +389,6 @@ class ParallelEnv(EnvBase):
         self._run(b"s", "step")
         return self._exchange.next.clone()
 
-    def _fast_rollout(
-        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-    ) -> TensorDictBase | None:
-        return fast_rollout(
-            self,
-            self._exchange,
-            lambda: self._run(b"a", "step"),
-            root,
-            max_steps,
-            policy,
-            mode,
-        )
-
     def _set_seed(self, seed: int | None) -> None:
         self.set_seed(seed)
 
@@ -415,6 +403,26 @@ class ParallelEnv(EnvBase):
         if seed is None or static_seed:
             return seed
         return seed + self.batch_size[0]
+
+
+def _backend_supports(env: EnvBase, root: TensorDictBase, policy: Any, mode: str) -> bool:
+    return type(env) is ParallelEnv and _fast.supports(env._exchange, root, policy, mode)
+
+
+def _backend_run(
+    env: ParallelEnv,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+    actions: dict[Any, Any] | None,
+) -> TensorDictBase:
+    """One command per step to the sub-envs, one copy per key (see ``batched._fast``)."""
+    assert actions is not None  # supports() asked for random actions
+    return _fast.run(env, env._exchange, lambda: env._run(b"a", "step"), root, actions, mode)
+
+
+ParallelEnv.rollout_backends = (RolloutBackend("batched", _backend_supports, _backend_run),)
 
 
 def _shutdown(procs: list[Any], conns: list[Any]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tensordict import TensorDictBase
 
-from rl_envs.batched._fast import fast_rollout
+from rl_envs.batched import _fast
 from rl_envs.batched._layout import (
     Buffers,
     as_fn_list,
@@ -19,6 +19,7 @@ from rl_envs.batched._layout import (
 )
 from rl_envs.batched._worker import EnvGroup
 from rl_envs.env_base import EnvBase
+from rl_envs.rollout_backend import RolloutBackend
 
 __all__ = ["SerialEnv"]
 
@@ -113,14 +114,6 @@ class SerialEnv(EnvBase):
         self._group.step()
         return self._exchange.next.clone()
 
-    def _fast_rollout(
-        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-    ) -> TensorDictBase | None:
-        self._check_open()
-        return fast_rollout(
-            self, self._exchange, self._group.step_reset, root, max_steps, policy, mode
-        )
-
     def _set_seed(self, seed: int | None) -> None:
         self._check_open()
         self._group.seed(seed, static_seed=False)
@@ -164,3 +157,24 @@ class SerialEnv(EnvBase):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _backend_supports(env: EnvBase, root: TensorDictBase, policy: Any, mode: str) -> bool:
+    return type(env) is SerialEnv and _fast.supports(env._exchange, root, policy, mode)
+
+
+def _backend_run(
+    env: SerialEnv,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+    actions: dict[Any, Any] | None,
+) -> TensorDictBase:
+    """One command per step to the sub-envs, one copy per key (see ``batched._fast``)."""
+    assert actions is not None  # supports() asked for random actions
+    env._check_open()
+    return _fast.run(env, env._exchange, env._group.step_reset, root, actions, mode)
+
+
+SerialEnv.rollout_backends = (RolloutBackend("batched", _backend_supports, _backend_run),)

@@ -16,8 +16,9 @@ With a policy, the policy still sees one TensorDict per step (it reads keys),
 but that root is built from numpy views and the env side stays in numpy.
 Entries the policy writes under ``"next"`` (e.g. a recurrent state) are kept in
 the output and carried to the next root, as ``step`` + ``step_mdp`` do.
-It returns ``None`` (generic loop) when the root holds entries it does not
-know (e.g. state entries of a policy).
+:func:`supports` says no (generic loop) when the root holds entries it does not
+know (e.g. state entries of a policy), or for a policy on a non-CPU env. Everything
+Gymnasium-specific goes through the env's :class:`~rl_envs.libs.gym_binding.GymBinding`.
 """
 
 from __future__ import annotations
@@ -30,42 +31,45 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs._rollout import PlainPolicy
-from rl_envs.libs import _gym_spaces as gs
 
 if TYPE_CHECKING:
-    from rl_envs.libs.gym import GymWrapper
+    from rl_envs.env_base import EnvBase
+    from rl_envs.libs.gym_binding import GymBinding
 
 
 def _as_tuple(key: Any) -> tuple[str, ...]:
     return key if isinstance(key, tuple) else (key,)
 
 
-def _gym_action_sequence(w: GymWrapper, actions: dict[Any, torch.Tensor], t: int) -> list[Any]:
-    cat = w.categorical_action_encoding
-    per_leaf = []
-    for leaf in w._act_leaves:
-        arr = gs.action_to_gym(leaf, actions[leaf.key], cat)
-        per_leaf.append(arr.tolist() if arr.ndim == 1 and arr.dtype.kind in "iu" else list(arr))
-    if len(per_leaf) == 1 and not w._act_leaves[0].path:
-        return per_leaf[0]
-    return [gs.assemble(w._act_leaves, [vals[i] for vals in per_leaf]) for i in range(t)]
+def _known_keys(w: EnvBase, binding: GymBinding) -> set[tuple[str, ...]]:
+    done_keys = {_as_tuple(k) for k in w.done_keys}
+    action_keys = {_as_tuple(k) for k in w.action_keys}
+    return {r.key for r in binding.readers} | done_keys | action_keys
 
 
-def fast_rollout(
-    w: GymWrapper, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-) -> TensorDictBase | None:
+def supports(w: EnvBase, binding: GymBinding, root: TensorDictBase, policy: Any) -> bool:
+    """A root of known entries only (observations, flags, actions); a policy on CPU."""
+    if w.device.type != "cpu" and policy is not None:
+        return False
+    return {_as_tuple(k) for k in root.keys(True, True)} <= _known_keys(w, binding)
+
+
+def run(
+    w: EnvBase,
+    binding: GymBinding,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+    actions: dict[Any, torch.Tensor] | None,
+) -> TensorDictBase:
     """Rollout of a single Gymnasium env; same output as the generic loop."""
     done_keys = [_as_tuple(k) for k in w.done_keys]
-    action_keys = [_as_tuple(k) for k in w.action_keys]
-    obs_keys = [key for key, *_ in w._readers]
-    known = set(obs_keys) | set(done_keys) | set(action_keys)
+    known = _known_keys(w, binding)
     rewards = {_as_tuple(k) for k in w.reward_keys}
-    if not {_as_tuple(k) for k in root.keys(True, True)} <= known:
-        return None
-    if w.device.type != "cpu" and policy is not None:
-        return None
-    env = w._env
-    readers = w._readers
+    env = binding.env
+    readers = binding.readers
+    leaves = binding.action_leaves
     obs_spec = w.full_observation_spec
     T = max_steps
 
@@ -77,20 +81,15 @@ def fast_rollout(
     term = np.zeros((T, 1), dtype=bool)
     trunc = np.zeros((T, 1), dtype=bool)
     resets: list[tuple[int, list[Any]]] = []
-    step = w._gym_step if w.frame_skip > 1 else env.step
+    step = binding.step if binding.frame_skip > 1 else env.step
     fns = [r[1] for r in readers]
     stop_on_done = mode == "any"
 
     if policy is None:
-        spec = w.full_action_spec
-        actions = {leaf.key: spec[leaf.key].rand((T,)) for leaf in w._act_leaves}
-        first = root.clone(False)
-        for key, value in actions.items():
-            first.set(key, value[0])
-        w._check_step_input(first)
-        seq = _gym_action_sequence(w, actions, T)
+        assert actions is not None  # rollout drew them and checked the first step
+        seq = binding.action_sequence(actions, T)
     else:
-        action_store: list[list[torch.Tensor]] = [[] for _ in w._act_leaves]
+        action_store: list[list[torch.Tensor]] = [[] for _ in leaves]
         extra: dict[Any, list[torch.Tensor]] = {}
         carried: list[tuple[tuple[str, ...], list[torch.Tensor]]] = []
 
@@ -127,6 +126,9 @@ def fast_rollout(
             else:
                 if t == 1:
                     td = _policy_root(w)
+                    for k, store in extra.items():  # step_mdp keeps the policy's root entries
+                        if _as_tuple(k)[0] != "next":
+                            td.set(k, store[0])
                 for (key, _, _, offset), rb in zip(readers, root_bufs, strict=True):
                     value = torch.from_numpy(rb[t, ...])
                     td.set(key, value - offset if offset else value)
@@ -143,20 +145,19 @@ def fast_rollout(
                     for k, store in extra.items()
                     if _as_tuple(k)[0] == "next" and _as_tuple(k)[1:] not in known | rewards
                 ]
-            for store, leaf in zip(action_store, w._act_leaves, strict=True):
+            for store, leaf in zip(action_store, leaves, strict=True):
                 store.append(td.get(leaf.key))
             for k, store in extra.items():
                 store.append(td.get(k))
-            action = w._actions_to_gym(td)
+            action = binding.to_gym(td)
             if t == 0 and not carried:
-                plan = _tensor_plan(w, policy, root_bufs, action_store, extra)
+                plan = _tensor_plan(binding, policy, root_bufs, action_store, extra)
                 if plan is not None:
                     module, in_bufs, stores, convert = plan
-                    single_leaf = len(w._act_leaves) == 1 and not w._act_leaves[0].path
-                    if len(in_bufs) == 1 and len(stores) == 1 and single_leaf:
+                    if len(in_bufs) == 1 and len(stores) == 1 and binding.single_plain_action:
                         plan1 = plan
                         in0, store0 = in_bufs[0], stores[0]
-                        conv0 = _converter(w, w._act_leaves[0])
+                        conv0 = binding.converter(leaves[0])
         obs, r, te, tr, info = step(action)
         if single:
             nb0[t] = fn0(obs, info)
@@ -202,11 +203,11 @@ def fast_rollout(
     for (key, *_), rb, nb in zip(readers, root_bufs, next_bufs, strict=True):
         out[key] = torch.from_numpy(rb[:n])
         nxt[key] = torch.from_numpy(nb[:n])
-    if policy is None:
+    if actions is not None:
         for key, value in actions.items():
-            out[key] = value[:n]
+            out[_as_tuple(key)] = value[:n]
     else:
-        for leaf, store in zip(w._act_leaves, action_store, strict=True):
+        for leaf, store in zip(leaves, action_store, strict=True):
             out[leaf.key] = torch.stack(store[:n])
         for key, store in extra.items():
             out[_as_tuple(key)] = torch.stack(store[:n])
@@ -228,33 +229,8 @@ def fast_rollout(
     return td
 
 
-def _converter(w: GymWrapper, leaf: Any) -> Callable[[torch.Tensor], Any]:
-    """Action tensor -> Gymnasium action, as ``w._actions_to_gym`` does for one leaf."""
-    spaces = gs._gym().spaces
-    space, cat = leaf.space, w.categorical_action_encoding
-    if isinstance(space, spaces.Discrete):
-        start = int(space.start)
-        if cat:
-            return lambda v: int(v) + start
-        return lambda v: int((v.detach() if v.requires_grad else v).numpy().argmax()) + start
-    if isinstance(space, spaces.Box):
-        dtype = space.dtype
-
-        def box(v: torch.Tensor) -> np.ndarray:
-            arr = (v.detach() if v.requires_grad else v).numpy()
-            return arr if arr.dtype == dtype else arr.astype(dtype)
-
-        return box
-
-    def generic(v: torch.Tensor) -> Any:
-        arr = gs.action_to_gym(leaf, v.detach(), cat)
-        return arr.item() if arr.ndim == 0 and arr.dtype.kind in "iu" else arr
-
-    return generic
-
-
 def _tensor_plan(
-    w: GymWrapper,
+    binding: GymBinding,
     policy: Any,
     root_bufs: list[np.ndarray],
     action_store: list[list[torch.Tensor]],
@@ -269,14 +245,14 @@ def _tensor_plan(
     """
     if not isinstance(policy, PlainPolicy):
         return None
-    position = {key: i for i, (key, *_) in enumerate(w._readers)}
+    position = {reader.key: i for i, reader in enumerate(binding.readers)}
     in_bufs = []
     for key in policy.in_keys:
         i = position.get(_as_tuple(key))
-        if i is None or w._readers[i][3]:
+        if i is None or binding.readers[i].offset:
             return None
         in_bufs.append(root_bufs[i])
-    leaves = w._act_leaves
+    leaves = binding.action_leaves
     leaf_index = {_as_tuple(leaf.key): j for j, leaf in enumerate(leaves)}
     extra_by_key = {_as_tuple(k): store for k, store in extra.items()}
     stores: list[list[torch.Tensor]] = []
@@ -292,19 +268,19 @@ def _tensor_plan(
             return None
     if len(action_out) != len(leaves) or extra_by_key:
         return None
-    convs = [_converter(w, leaf) for leaf in leaves]
-    if len(leaves) == 1 and not leaves[0].path:
+    convs = [binding.converter(leaf) for leaf in leaves]
+    if binding.single_plain_action:
         o, conv = action_out[0], convs[0]
         return policy.module, in_bufs, stores, lambda outs: conv(outs[o])
     outs_of = [action_out[j] for j in range(len(leaves))]
 
     def convert(outs: tuple) -> Any:
-        return gs.assemble(leaves, [c(outs[o]) for c, o in zip(convs, outs_of, strict=True)])
+        return binding.assemble([c(outs[o]) for c, o in zip(convs, outs_of, strict=True)])
 
     return policy.module, in_bufs, stores, convert
 
 
-def _policy_root(w: GymWrapper) -> TensorDictBase:
+def _policy_root(w: EnvBase) -> TensorDictBase:
     """The root the policy sees from step 1 on: reused, its observations replaced each
     step by fresh views of the numpy storage (done flags are always False there)."""
     falses = torch.zeros((1,), dtype=torch.bool)

@@ -24,8 +24,11 @@
     observation is kept until ``"_reset"`` asks for it (no call to Gymnasium).
 
   ``GymEnv(name, num_envs=N)`` builds its vector env in ``DISABLED`` mode.
-* ``rollout`` of a single (non-vector) env takes a fast path (``_gym_fast``):
-  numpy storage preallocated once, no TensorDict per step.
+* ``rollout`` of a single (non-vector) env has the ``"gym"`` rollout backend
+  (``_gym_fast``): numpy storage preallocated once, no TensorDict per step.
+* ``env.binding`` (:class:`~rl_envs.libs.gym_binding.GymBinding`): the observation
+  readers, action leaves and action conversion that ``_step``, the ``"gym"`` backend and
+  the batched envs' numpy stepper share.
 """
 
 from __future__ import annotations
@@ -39,12 +42,14 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs.env_base import EnvBase
+from rl_envs.libs import _gym_fast, _state
 from rl_envs.libs import _gym_spaces as gs
-from rl_envs.libs import _state
 from rl_envs.libs.backend import gym_backend, set_gym_backend  # TorchRL exposes them here too
+from rl_envs.libs.gym_binding import GymBinding, ObsReader
+from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.specs import Bounded, Categorical, Unbounded
 
-__all__ = ["GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
+__all__ = ["GymBinding", "GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
 
 _INSTALL = (
     "Gymnasium is not installed: install the extra with `pip install 'rl-envs[gym]'` "
@@ -149,19 +154,16 @@ class GymWrapper(EnvBase):
         d = self.device
         obs_space, act_space = self._single_spaces()
         cat = self.categorical_action_encoding
-        self._act_leaves = gs.flatten_space(
-            act_space, "action", action=True, categorical=cat, device=d
-        )
+        act_leaves = gs.flatten_space(act_space, "action", action=True, categorical=cat, device=d)
         obs_leaves = gs.flatten_space(
             obs_space, "observation", action=False, categorical=cat, device=d
         )
-        readers: list[tuple[tuple[str, ...], Any, Any, int]] = []
+        readers: list[ObsReader] = []
         if not (self.from_pixels and self.pixels_only):
             for leaf in obs_leaves:
                 get = gs.getter(leaf.path)
-                readers.append(
-                    (leaf.key, lambda o, i, g=get: g(o), leaf.np_dtype, gs.obs_offset(leaf.space))
-                )
+                offset = gs.obs_offset(leaf.space)
+                readers.append(ObsReader(leaf.key, lambda o, i, g=get: g(o), leaf.np_dtype, offset))
         obs_spec = gs.leaves_to_composite(
             obs_leaves if not (self.from_pixels and self.pixels_only) else [], d
         )
@@ -172,7 +174,7 @@ class GymWrapper(EnvBase):
                 obs_spec["pixels"] = Bounded(
                     low=0, high=255, shape=frame.shape, dtype=torch.uint8, device=d
                 )
-                readers.append((("pixels",), lambda o, i: self._render(), np.dtype(np.uint8), 0))
+                readers.append(ObsReader(("pixels",), lambda o, i: self._render(), np.uint8, 0))
             if self.info_keys:
                 sample = self._sample_action()
                 _, _, _, _, step_info = self._env.step(sample)
@@ -190,11 +192,18 @@ class GymWrapper(EnvBase):
                     zero = np.zeros(spec.shape[len(self.batch_size) :], dtype=dt)
                     if self._is_vector:
                         zero = np.zeros((*self.batch_size, *zero.shape), dtype=dt)
-                    readers.append(((k,), lambda o, i, k=k, z=zero: i.get(k, z), dt, 0))
+                    readers.append(ObsReader((k,), lambda o, i, k=k, z=zero: i.get(k, z), dt, 0))
             self._env.reset()
-        self._readers = readers
+        self.binding = GymBinding(
+            self._env,
+            readers,
+            act_leaves,
+            categorical=cat,
+            frame_skip=self.frame_skip,
+            is_vector=self._is_vector,
+        )
         self.observation_spec = obs_spec
-        self.action_spec = gs.leaves_to_composite(self._act_leaves, d)
+        self.action_spec = gs.leaves_to_composite(act_leaves, d)
         # batch dims written out: with num_envs=1, a bare (1,) would read as the batch alone
         self.reward_spec = Unbounded(shape=(*self.batch_size, 1), dtype=torch.float32, device=d)
 
@@ -211,15 +220,6 @@ class GymWrapper(EnvBase):
         return self._env.action_space.sample()
 
     # --------------------------------------------------------------- reading
-    def _read(self, obs: Any, info: dict[str, Any]) -> dict[tuple[str, ...], torch.Tensor]:
-        out = {}
-        for key, read, dtype, offset in self._readers:
-            value = np.array(read(obs, info), dtype=dtype)
-            if offset:
-                value -= offset
-            out[key] = torch.from_numpy(value)
-        return out
-
     def _to_td(self, entries: dict[Any, torch.Tensor]) -> TensorDict:
         b = self.batch_size
         source: dict[str, Any] = {}
@@ -242,30 +242,14 @@ class GymWrapper(EnvBase):
             td = td.to(self.device)
         return td
 
-    def _actions_to_gym(self, td: TensorDictBase) -> Any:
-        cat = self.categorical_action_encoding
-        values = [gs.action_to_gym(leaf, td.get(leaf.key), cat) for leaf in self._act_leaves]
-        if not self._is_vector:
-            values = [v.item() if v.ndim == 0 and v.dtype.kind in "iu" else v for v in values]
-        return gs.assemble(self._act_leaves, values)
-
     # ------------------------------------------------------------------ hooks
-    def _gym_step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, term, trunc, info = self._env.step(action)
-        for _ in range(self.frame_skip - 1):
-            if term or trunc:
-                break
-            obs, r, term, trunc, info = self._env.step(action)
-            reward = reward + r
-        return obs, reward, term, trunc, info
-
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = self._actions_to_gym(tensordict)
-        obs, reward, term, trunc, info = self._gym_step(action)
+        binding = self.binding
+        obs, reward, term, trunc, info = binding.step(binding.to_gym(tensordict))
         b = self.batch_size
         term = np.asarray(term, dtype=bool).reshape(*b, 1)
         trunc = np.asarray(trunc, dtype=bool).reshape(*b, 1)
-        entries = self._read(obs, info)
+        entries = binding.read(obs, info)
         if self._is_vector:
             self._last_obs, self._last_info = obs, info
             done = (term | trunc).reshape(b)
@@ -285,7 +269,7 @@ class GymWrapper(EnvBase):
         final_obs = info["final_obs"]
         final_info = info.get("final_info", {})
         for i in np.flatnonzero(done):
-            for key, read, dtype, offset in self._readers:
+            for key, read, dtype, offset in self.binding.readers:
                 fi = {k: np.asarray(v)[i] for k, v in final_info.items() if not k.startswith("_")}
                 value = np.array(read(final_obs[i], fi), dtype=dtype)
                 if key[0] in self.info_keys:
@@ -310,7 +294,7 @@ class GymWrapper(EnvBase):
             self._pending = self._pending & ~m
         if self._is_vector:
             self._last_obs, self._last_info = obs, info
-        return self._to_td(self._read(obs, info))
+        return self._to_td(self.binding.read(obs, info))
 
     def _set_seed(self, seed: int | None) -> None:
         self._env.reset(seed=seed)
@@ -393,19 +377,6 @@ class GymWrapper(EnvBase):
         wrapper = state["wrapper"]
         self._pending = wrapper["pending"].copy()
         self._last_obs = copy.deepcopy(wrapper["last_obs"])
-
-    # --------------------------------------------------------------- rollout
-    def _fast_rollout(
-        self, root: TensorDictBase, max_steps: int, policy: Any, mode: str
-    ) -> TensorDictBase | None:
-        if self._is_vector or mode == "all":
-            return None
-        cls = type(self)
-        if cls._step is not GymWrapper._step or cls._reset is not GymWrapper._reset:
-            return None  # a subclass's hooks must run: the generic loop calls them
-        from rl_envs.libs._gym_fast import fast_rollout
-
-        return fast_rollout(self, root, max_steps, policy, mode)
 
 
 def _chain(env: Any) -> list[Any]:
@@ -498,3 +469,25 @@ class GymEnv(GymWrapper):
             device=device,
             validate_actions=validate_actions,
         )
+
+
+def _backend_supports(env: Any, root: TensorDictBase, policy: Any, mode: str) -> bool:
+    # exact types: a subclass overriding _step / _reset gets the generic loop, which calls them
+    if type(env) not in (GymWrapper, GymEnv) or env.binding.is_vector or mode == "all":
+        return False
+    return _gym_fast.supports(env, env.binding, root, policy)
+
+
+def _backend_run(
+    env: GymWrapper,
+    root: TensorDictBase,
+    max_steps: int,
+    policy: Any,
+    mode: str,
+    actions: dict[Any, torch.Tensor] | None,
+) -> TensorDictBase:
+    """Numpy storage preallocated once, no TensorDict per step (see ``_gym_fast``)."""
+    return _gym_fast.run(env, env.binding, root, max_steps, policy, mode, actions)
+
+
+GymWrapper.rollout_backends = (RolloutBackend("gym", _backend_supports, _backend_run),)

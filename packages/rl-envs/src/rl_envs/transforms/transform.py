@@ -186,6 +186,19 @@ class Transform(nn.Module):
         return self._inv_call(tensordict)
 
     # ----------------------------------------------------- whole trajectories
+    def supports_rollout_map(self) -> bool:
+        """Whether :meth:`rollout_map` gives, on a whole rollout, what stepping gives.
+
+        Part of the public protocol (optional): ``TransformedEnv`` keeps its base env's
+        fast rollout backend only when every transform says ``True``. Subclasses
+        override ``_supports_rollout_map`` / ``_rollout_map`` (TorchRL-style hooks).
+        """
+        return self._supports_rollout_map()
+
+    def rollout_map(self, trajectory: TensorDictBase) -> TensorDictBase:
+        """Applies the transform to a whole ``[*B, T]`` rollout (root + ``"next"``)."""
+        return self._rollout_map(trajectory)
+
     def _supports_rollout_map(self) -> bool:
         """Whether :meth:`_rollout_map` reproduces this transform's step-by-step effect.
 
