@@ -16,8 +16,9 @@ on CPU). Prints env-steps/s (one env step = 5 physics steps) and ratios, for
 * ``mujoco.rollout``: the C++ limit, one call for ``N x T`` env steps
   (``nthread`` = 1 and 2).
 
-Each figure is the best of ``--repeats`` runs, contenders interleaved (the machine is
-shared: compare ratios, not absolute numbers).
+Each figure is the best of ``--repeats`` short runs (about 8k env steps), contenders
+interleaved: on a shared machine the best run is the one least disturbed by other
+load, so compare ratios, not absolute numbers.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def rollout_limit(n: int, steps: int, nthread: int) -> Callable[[], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--mjx", action="store_true", help="add the mjx backend (slow compile)")
     args = parser.parse_args()
@@ -135,7 +136,7 @@ def main() -> None:
         f"{mujoco.__version__}; best of {args.repeats}"
     )
     for n in args.sizes:
-        steps = max(20, (20_000 // n if n > 1 else 4_000) // div)
+        steps = max(20, (8_000 // n if n > 1 else 2_000) // div)
         cases: dict[str, Callable[[], float]] = {
             "ours (1 thread)": ours(n, steps, 1),
             "ours (2 threads)": ours(n, steps, 2),

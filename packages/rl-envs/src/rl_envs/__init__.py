@@ -11,7 +11,14 @@ from rl_envs.libs.marl import MarlGroupMapType, check_marl_grouping
 from rl_envs.libs.pettingzoo import PettingZooEnv, PettingZooWrapper
 from rl_envs.libs.vmas import VmasEnv, VmasWrapper
 from rl_envs.model_based import DreamerEnv, ModelBasedEnvBase
-from rl_envs.mujoco import AntEnv, HalfCheetahEnv, HopperEnv, MujocoEnv, Walker2dEnv
+from rl_envs.mujoco import (
+    AntEnv,
+    HalfCheetahEnv,
+    HopperEnv,
+    MujocoEnv,
+    SatelliteEnv,
+    Walker2dEnv,
+)
 from rl_envs.pendulum import PendulumEnv
 from rl_envs.specs import (
     Binary,
@@ -92,5 +99,5 @@ __all__ += [
 ]
 
 # Native MuJoCo envs (rl_envs.mujoco; the mujoco package is imported when one is built).
-__all__ += ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "Walker2dEnv"]
+__all__ += ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "SatelliteEnv", "Walker2dEnv"]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase"]

@@ -7,5 +7,6 @@ imported when an env is built, so importing this module never needs it.
 
 from rl_envs.mujoco.base import MujocoEnv
 from rl_envs.mujoco.locomotion import AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv
+from rl_envs.mujoco.satellite import SatelliteEnv
 
-__all__ = ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "Walker2dEnv"]
+__all__ = ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "SatelliteEnv", "Walker2dEnv"]

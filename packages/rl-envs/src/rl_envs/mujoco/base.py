@@ -15,6 +15,8 @@ on NumPy float64 arrays of the whole batch (``sim[name]`` has shape ``[N, ...]``
 * ``_sample_initial_state(n) -> (qpos [n, nq], qvel [n, nv])`` drawn from
   ``self.np_random`` (default: ``qpos0``/zero velocity plus
   ``U(-reset_noise_scale, reset_noise_scale)`` noise on both).
+* ``_reset_task(rows)``: task state to redraw for the reset ``rows`` (e.g. a goal),
+  with ``_task_state()`` / ``_set_task_state(state)`` to save and restore it.
 * ``_model_source()``: the model when the constructor gets none (an MJCF string, a
   path or an ``MjModel``); or set the class attribute ``MODEL``.
 
@@ -114,6 +116,7 @@ class MujocoEnv(EnvBase):
         )
         self.num_envs = int(num_envs)
         self.dtype = dtype
+        self._np_dtype = torch.empty((), dtype=dtype).numpy().dtype
         self.model = load_model(model if model is not None else self._model_source())
         self.frame_skip = int(frame_skip if frame_skip is not None else self.FRAME_SKIP)
         if self.frame_skip < 1:
@@ -168,6 +171,16 @@ class MujocoEnv(EnvBase):
         qvel = self.init_qvel + self.np_random.uniform(-s, s, size=(n, self.model.nv))
         return qpos, qvel
 
+    def _reset_task(self, rows: np.ndarray) -> None:
+        """Redraws the task's own state (goals, targets) of ``rows``; nothing by default."""
+
+    def _task_state(self) -> dict[str, Any]:
+        """Picklable copies of the task's own state (for :meth:`get_state`)."""
+        return {}
+
+    def _set_task_state(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`_task_state`."""
+
     # ------------------------------------------------------------------ specs
     def _make_specs(self) -> None:
         m, n, d, dt = self.model, self.num_envs, self.device, self.dtype
@@ -219,6 +232,7 @@ class MujocoEnv(EnvBase):
         if len(rows):
             qpos, qvel = self._initial_state(rows, kwargs.get("qpos"), kwargs.get("qvel"))
             self._physics.reset(rows, qpos, qvel)
+            self._reset_task(rows)
             self._t[rows] = 0
             self._sim = self._physics.read()
         return TensorDict(self._observations(self._sim), batch_size=(n,), device=self.device)
@@ -265,20 +279,21 @@ class MujocoEnv(EnvBase):
         self._physics.step(ctrl, self.frame_skip)
         sim = self._sim = self._physics.read()
         self._t += 1
-        reward = np.asarray(self._compute_reward(prev, ctrl, sim), dtype=np.float64)
-        terminated = torch.from_numpy(np.asarray(self._compute_terminated(sim), dtype=bool))
-        truncated = torch.from_numpy(self._t >= self.max_episode_steps)
+        reward = np.asarray(self._compute_reward(prev, ctrl, sim), dtype=self._np_dtype)
+        terminated = np.asarray(self._compute_terminated(sim), dtype=bool).reshape(n, 1)
+        truncated = (self._t >= self.max_episode_steps).reshape(n, 1)
         out = self._observations(sim)
-        out["reward"] = torch.from_numpy(reward).to(self.dtype).reshape(n, 1)
-        out["terminated"] = terminated.reshape(n, 1)
-        out["truncated"] = truncated.reshape(n, 1)
-        out["done"] = (terminated | truncated).reshape(n, 1)
+        # NumPy first, one torch.from_numpy per entry: this is the hot path at small N
+        out["reward"] = torch.from_numpy(reward.reshape(n, 1))
+        out["terminated"] = torch.from_numpy(terminated)
+        out["truncated"] = torch.from_numpy(truncated)
+        out["done"] = torch.from_numpy(terminated | truncated)
         return TensorDict(out, batch_size=(n,), device=self.device)
 
     def _observations(self, sim: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
         if not self.pixels_only:
-            out["observation"] = torch.from_numpy(self._make_obs(sim)).to(self.dtype)
+            out["observation"] = torch.from_numpy(self._make_obs(sim).astype(self._np_dtype))
         if self._renderer is not None:
             frames = [self._renderer.render(self._physics.data(i)) for i in range(self.num_envs)]
             out["pixels"] = torch.from_numpy(np.stack(frames))
@@ -305,6 +320,7 @@ class MujocoEnv(EnvBase):
             "physics": self._physics.get_state(),
             "t": self._t.copy(),
             "rng": self.np_random.bit_generator.state,
+            "task": self._task_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -319,6 +335,7 @@ class MujocoEnv(EnvBase):
         self._t = np.array(state["t"], dtype=np.int64)
         self.np_random = np.random.default_rng()
         self.np_random.bit_generator.state = state["rng"]
+        self._set_task_state(state.get("task", {}))
         self._sim = self._physics.read()
 
     def close(self) -> None:
