@@ -16,7 +16,10 @@ on CPU). Prints env-steps/s (one env step = 5 physics steps) and ratios, for
 * ``mujoco.rollout``: the C++ limit, one call for ``N x T`` env steps
   (``nthread`` = 1 and 2).
 
-Each figure is the best of ``--repeats`` short runs (about 8k env steps), contenders
+Two figures per contender: env-steps per wall-clock second and per CPU second of this
+process (``time.process_time``: robust to other load on a shared machine, but blind to
+worker processes and to the speed-up of extra threads, so shown for single-threaded
+contenders only). Each figure is the best of ``--repeats`` short runs (about 8k env steps), contenders
 interleaved: on a shared machine the best run is the one least disturbed by other
 load, so compare ratios, not absolute numbers.
 """
@@ -43,19 +46,26 @@ torch.set_num_threads(1)
 FRAME_SKIP = 5
 
 
-def ours(n: int, steps: int, threads: int, backend: str = "mujoco") -> Callable[[], float]:
+def _rates(env_steps: int, t0: float, c0: float) -> tuple[float, float]:
+    """``(env-steps per wall-clock second, env-steps per CPU second of this process)``."""
+    return env_steps / (time.perf_counter() - t0), env_steps / max(time.process_time() - c0, 1e-9)
+
+
+def ours(
+    n: int, steps: int, threads: int, backend: str = "mujoco"
+) -> Callable[[], tuple[float, float]]:
     env = HalfCheetahEnv(num_envs=n, seed=0, num_threads=threads, backend=backend)
     env.rollout(2)  # warm up (and compile, for mjx)
 
     def run() -> float:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         env.rollout(steps, break_when_any_done=False)
-        return n * steps / (time.perf_counter() - t0)
+        return _rates(n * steps, t0, c0)
 
     return run
 
 
-def gym_vec(n: int, steps: int, mode: str) -> Callable[[], float]:
+def gym_vec(n: int, steps: int, mode: str) -> Callable[[], tuple[float, float]]:
     import gymnasium as gym
 
     envs = gym.make_vec("HalfCheetah-v5", num_envs=n, vectorization_mode=mode)
@@ -63,16 +73,16 @@ def gym_vec(n: int, steps: int, mode: str) -> Callable[[], float]:
     envs.action_space.seed(0)
 
     def run() -> float:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             envs.step(envs.action_space.sample())
-        return n * steps / (time.perf_counter() - t0)
+        return _rates(n * steps, t0, c0)
 
     run.close = envs.close  # type: ignore[attr-defined]
     return run
 
 
-def torchrl_gym(n: int, steps: int) -> Callable[[], float] | None:
+def torchrl_gym(n: int, steps: int) -> Callable[[], tuple[float, float]] | None:
     try:
         from torchrl.envs import GymEnv as TorchRLGymEnv
     except ImportError:
@@ -80,30 +90,30 @@ def torchrl_gym(n: int, steps: int) -> Callable[[], float] | None:
     env = TorchRLGymEnv("HalfCheetah-v5", num_envs=n) if n > 1 else TorchRLGymEnv("HalfCheetah-v5")
 
     def run() -> float:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         env.rollout(steps, break_when_any_done=False)
-        return n * steps / (time.perf_counter() - t0)
+        return _rates(n * steps, t0, c0)
 
     return run
 
 
-def raw_mj_step(n: int, steps: int) -> Callable[[], float]:
+def raw_mj_step(n: int, steps: int) -> Callable[[], tuple[float, float]]:
     model = mujoco.MjModel.from_xml_path(str(gymnasium_asset("half_cheetah.xml")))
     datas = [mujoco.MjData(model) for _ in range(n)]
     ctrl = np.random.default_rng(0).uniform(-1, 1, (steps, n, model.nu))
 
     def run() -> float:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for t in range(steps):
             for i, d in enumerate(datas):
                 d.ctrl[:] = ctrl[t, i]
                 mujoco.mj_step(model, d, FRAME_SKIP)
-        return n * steps / (time.perf_counter() - t0)
+        return _rates(n * steps, t0, c0)
 
     return run
 
 
-def rollout_limit(n: int, steps: int, nthread: int) -> Callable[[], float]:
+def rollout_limit(n: int, steps: int, nthread: int) -> Callable[[], tuple[float, float]]:
     model = mujoco.MjModel.from_xml_path(str(gymnasium_asset("half_cheetah.xml")))
     datas = [mujoco.MjData(model) for _ in range(nthread)]
     state0 = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
@@ -115,9 +125,9 @@ def rollout_limit(n: int, steps: int, nthread: int) -> Callable[[], float]:
     ctrl = ctrl.reshape(n, steps * FRAME_SKIP, model.nu)
 
     def run() -> float:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         mj_rollout.rollout(model, datas, init, ctrl)
-        return n * steps / (time.perf_counter() - t0)
+        return _rates(n * steps, t0, c0)
 
     return run
 
@@ -137,7 +147,7 @@ def main() -> None:
     )
     for n in args.sizes:
         steps = max(20, (8_000 // n if n > 1 else 2_000) // div)
-        cases: dict[str, Callable[[], float]] = {
+        cases: dict[str, Callable[[], tuple[float, float]]] = {
             "ours (1 thread)": ours(n, steps, 1),
             "ours (2 threads)": ours(n, steps, 2),
             "gym sync": gym_vec(n, steps, "sync"),
@@ -153,24 +163,33 @@ def main() -> None:
             cases["torchrl 0.14 GymEnv"] = trl
         if args.mjx:
             cases["ours mjx"] = ours(n, steps, 1, backend="mjx")
-        best = dict.fromkeys(cases, 0.0)
+        wall = dict.fromkeys(cases, 0.0)
+        cpu = dict.fromkeys(cases, 0.0)
         for _ in range(args.repeats):
             for name, run in cases.items():
-                best[name] = max(best[name], run())
+                w, c = run()
+                wall[name], cpu[name] = max(wall[name], w), max(cpu[name], c)
         for run in cases.values():
             getattr(run, "close", lambda: None)()
-        gym_best = max(best["gym sync"], best["gym async"])
-        ours_best = max(v for k, v in best.items() if k.startswith("ours ("))
+        note = "" if trl else "; torchrl not installed: its column is skipped"
+        print(f"\nN={n} ({steps} steps each){note}")
+        print(f"  {'':30s} {'wall':>9s} {'per CPU s':>10s}")
+        for name in cases:
+            # worker processes (gym async) and extra threads do not count in CPU time
+            shown = "-" if "async" in name or "2 threads" in name else f"{cpu[name]:10.0f}"
+            print(f"  {name:30s} {wall[name]:9.0f} {shown:>10s}")
+        gym_best = max(wall["gym sync"], wall["gym async"])
+        ours_best = max(v for k, v in wall.items() if k.startswith("ours ("))
+        limit = max(v for k, v in wall.items() if k.startswith("mujoco.rollout"))
+        print(f"  wall: ours best / gym best         {ours_best / gym_best:6.2f}x")
+        print(f"  wall: ours best / raw mj_step      {ours_best / wall['raw mj_step']:6.2f}")
+        print(f"  wall: ours best / mujoco.rollout   {ours_best / limit:6.2f}")
+        one = "ours (1 thread)"
+        print(f"  CPU:  ours 1 thread / gym sync     {cpu[one] / cpu['gym sync']:6.2f}x")
+        print(f"  CPU:  ours 1 thread / raw mj_step  {cpu[one] / cpu['raw mj_step']:6.2f}")
         print(
-            f"\nN={n} ({steps} steps each)"
-            + ("" if trl else "; torchrl not installed: column skipped")
+            f"  CPU:  ours 1 thread / rollout (1t) {cpu[one] / cpu['mujoco.rollout (1 thread)']:6.2f}"
         )
-        for name, value in best.items():
-            print(f"  {name:28s} {value:10.0f}")
-        print(f"  ours best / gym best        {ours_best / gym_best:10.2f}x")
-        print(f"  ours best / raw mj_step     {ours_best / best['raw mj_step']:10.2f}")
-        limit = max(v for k, v in best.items() if k.startswith("mujoco.rollout"))
-        print(f"  ours best / mujoco.rollout  {ours_best / limit:10.2f}")
 
 
 if __name__ == "__main__":
