@@ -14,12 +14,15 @@ def _slice(params, i):
     return {k.removeprefix("module."): v[i] for k, v in params.flatten_keys(".").items()}
 
 
-@pytest.mark.parametrize("deactivate_vmap", [False, True])
-def test_redq_matches_a_plain_torch_loop_over_critics(deactivate_vmap):
+@pytest.mark.parametrize("strategy", ["vmap", "loop", "deactivate_vmap"])
+def test_redq_matches_a_plain_torch_loop_over_critics(strategy):
     actor = make_normal_actor()
     n, m = 10, 3
     loss = REDQLoss(actor, make_qvalue(), num_qvalue_nets=n, sub_sample_len=m, gamma=0.9,
-                    alpha_init=0.5, loss_function="l2", deactivate_vmap=deactivate_vmap)  # fmt: skip
+                    alpha_init=0.5, loss_function="l2",
+                    deactivate_vmap=strategy == "deactivate_vmap")  # fmt: skip
+    if strategy != "deactivate_vmap":
+        loss._stacked_q.strategy = strategy
     live, tgt = loss.qvalue_network_params, loss.target_qvalue_network_params
     with torch.no_grad():
         for p in tgt.values(True, True):

@@ -45,9 +45,12 @@ class StackedQ:
 
     The critic's structure comes from ``template`` (kept on the meta device: it holds no
     values); ``params`` (a TensorDict with leading dimension ``K``, the structure of
-    ``TensorDict.from_module(template)``) supplies them. A plain ``TensorDictModule`` runs as
-    one ``torch.vmap`` of ``torch.func.functional_call`` over its ``nn.Module``; any other
-    module runs once per slice.
+    ``TensorDict.from_module(template)``) supplies them. A plain ``TensorDictModule`` runs its
+    ``nn.Module`` through ``torch.func.functional_call``: as one ``torch.vmap`` over the ``K``
+    slices (``strategy="vmap"``, the default off CPU: one batched kernel per layer), or as a
+    loop over views of the slices (``strategy="loop"``, the default on CPU, where ``K`` GEMMs
+    beat one batched GEMM: 52 vs 65 ms fwd+bwd for ten 256-unit critics at batch 256, one
+    thread). Any other module runs once per slice with the slice swapped in.
 
     Args:
         template: the critic (a TensorDict module).
@@ -69,6 +72,7 @@ class StackedQ:
         self.out_key = out_key
         self.in_keys = in_keys_of(template)
         self.fast = _plain(template, out_key)
+        self.strategy = "auto"
         meta = self.template
 
         def one(params: dict[str, torch.Tensor], *inputs: torch.Tensor) -> torch.Tensor:
@@ -104,7 +108,17 @@ class StackedQ:
                 name.removeprefix("module."): value
                 for name, value in params.flatten_keys(".").items()
             }
-            return torch.vmap(self._one, in_dims=(0, *(None,) * len(inputs)))(flat, *inputs)
+            strategy = self.strategy
+            if strategy == "auto":
+                strategy = "loop" if inputs[0].device.type == "cpu" else "vmap"
+            if strategy == "vmap":
+                return torch.vmap(self._one, in_dims=(0, *(None,) * len(inputs)))(flat, *inputs)
+            # one GEMM per critic on views of the stacked tensors (unbind: one stack backward)
+            slices = zip(*(value.unbind(0) for value in flat.values()), strict=True)
+            names = list(flat)
+            return torch.stack(
+                [self._one(dict(zip(names, vs, strict=True)), *inputs) for vs in slices]
+            )
         sample = TensorDict(dict(zip(self.in_keys, inputs, strict=True)), batch_size=td.shape)
         outs = []
         for i in range(params.shape[0]):
@@ -154,7 +168,8 @@ class REDQLoss(LossModule):
         separate_losses: accepted for TorchRL's signature; the stacked critics own their
             parameters, so they share none with the actor.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
-        deactivate_vmap: evaluate the critics one by one instead of with ``vmap`` (same values).
+        deactivate_vmap: evaluate the critics one by one, never with ``vmap`` (same values; on
+            CPU the critics run one by one anyway, see :class:`StackedQ`).
         scalar_output_mode: with ``reduction="none"``: ``"exclude"`` or ``"non_tensor"`` for
             ``alpha`` and ``entropy``; ``None`` excludes them with a warning.
         debug: raise on non-finite inputs.
@@ -325,13 +340,13 @@ class REDQLoss(LossModule):
     def _qs(self, params: TensorDictBase, td: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
         """``[K, *B]`` values of ``action`` under each of the ``K`` parameter slices."""
         stacked = self._stacked_q
-        fast = stacked.fast
+        strategy = stacked.strategy
         if self.deactivate_vmap:
-            stacked.fast = False
+            stacked.strategy = "loop"
         try:
             q = stacked(params, td, {self.tensor_keys.action: action})
         finally:
-            stacked.fast = fast
+            stacked.strategy = strategy
         expected = (params.shape[0], *td.shape, 1)
         if tuple(q.shape) != expected:
             raise ValueError(
