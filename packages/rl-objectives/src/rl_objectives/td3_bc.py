@@ -10,7 +10,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import make_qvalue_networks, output_of, stacked_outputs
+from rl_objectives._nets import make_qvalue_networks, output_of, stacked_outputs, with_params
 from rl_objectives._offline import action_leaf_spec, without_shared
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
@@ -201,9 +201,12 @@ class TD3BCLoss(LossModule):
                 f"{tuple(policy_action.shape)}, but the data's actions have shape "
                 f"{tuple(action.shape)}; they must match."
             )
-        q_actor = self._qs(
-            tensordict, policy_action, self._bound_params("qvalue_network", target=False)
-        )[0]
+        # only the first critic scores the policy (detached parameters)
+        with with_params(self._bound_params("qvalue_network", target=False), self.qvalue_network):
+            q_actor = output_of(
+                self.qvalue_network[0], tensordict, keys.state_action_value, None,
+                {keys.action: policy_action},
+            ).squeeze(-1)  # fmt: skip
         bc_loss = torch.nn.functional.mse_loss(policy_action, action)
         lmbd = self.alpha / q_actor.abs().mean().detach()
         loss_actor = self._reduce(-lmbd * q_actor + bc_loss, weights)
