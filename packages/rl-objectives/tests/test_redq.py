@@ -141,3 +141,38 @@ def test_redq_target_entropy_auto_from_a_composite_spec():
     spec = _Composite((5,), action=SimpleNamespace(shape=torch.Size([5, 4])))
     loss = REDQLoss(make_normal_actor(), make_qvalue(), num_qvalue_nets=2, action_spec=spec)
     assert loss.target_entropy.item() == -4.0
+
+
+def test_redq_accepts_a_sequential_actor_ending_with_a_distribution():
+    from tensordict.nn import (
+        NormalParamExtractor,
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+    )
+    from torch import distributions as D
+
+    def normal(loc, scale):
+        return D.Independent(D.Normal(loc, scale), 1)
+
+    common = TensorDictModule(torch.nn.Linear(3, 8), ["observation"], ["hidden"])
+    head = ProbabilisticTensorDictSequential(
+        TensorDictModule(torch.nn.Sequential(torch.nn.Linear(8, 4), NormalParamExtractor()),
+                         ["hidden"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=normal),
+    )  # fmt: skip
+    actor = TensorDictSequential(common, head)  # as ActorValueOperator.get_policy_operator()
+    loss = REDQLoss(actor, make_qvalue(), num_qvalue_nets=3, target_entropy=-2.0)
+    td = transitions(8)
+    torch.manual_seed(0)
+    out = loss(td)
+    out["loss_actor"].backward()
+    assert common.module.weight.grad is not None
+    # same value as the equivalent single probabilistic actor
+    flat = ProbabilisticTensorDictSequential(common, *head.module)
+    loss2 = REDQLoss(flat, make_qvalue(), num_qvalue_nets=3, target_entropy=-2.0)
+    with torch.no_grad():
+        for a, b in zip(loss2.qvalue_network_params.values(True, True),
+                        loss.qvalue_network_params.values(True, True), strict=True):  # fmt: skip
+            a.copy_(b)
+    torch.manual_seed(0)
+    torch.testing.assert_close(loss2(transitions(8))["loss_actor"], out["loss_actor"])

@@ -17,12 +17,16 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._keys import normalize_key
+from rl_objectives._nets import dist_of, in_keys_of, with_params
 from rl_objectives.common import loss_output
 
 __all__ = [
     "action_leaf_spec",
     "assemble_output",
     "check_value_shape",
+    "has_policy_dist",
+    "policy_dist",
+    "require_policy_dist",
     "resolve_scalar_mode",
     "target_entropy_from",
     "without_shared",
@@ -136,3 +140,34 @@ def target_entropy_from(
     if shape is None:
         return None
     return -float(torch.Size(tuple(shape)[lead:]).numel())
+
+
+def has_policy_dist(actor: nn.Module) -> bool:
+    """Whether :func:`policy_dist` can build ``actor``'s distribution."""
+    if hasattr(actor, "get_dist"):
+        return True
+    mods = getattr(actor, "module", None)
+    return isinstance(mods, nn.ModuleList) and len(mods) > 0 and hasattr(mods[-1], "get_dist")
+
+
+def policy_dist(actor: nn.Module, td: TensorDictBase, params: Any = None) -> Any:
+    """``actor``'s distribution on ``td``: ``get_dist``, or for a ``TensorDictSequential`` whose
+    last module is probabilistic (e.g. ``ActorValueOperator.get_policy_operator()``), the
+    other modules then the last one's ``get_dist``."""
+    if hasattr(actor, "get_dist"):
+        return dist_of(actor, td, params)
+    with with_params(params, actor):
+        mods = list(actor.module)
+        out = td.select(*in_keys_of(actor), strict=False)
+        for module in mods[:-1]:
+            out = module(out)
+        return mods[-1].get_dist(out)
+
+
+def require_policy_dist(actor: nn.Module, owner: str) -> None:
+    """Raise a ``TypeError`` naming the fix when ``actor`` gives no distribution."""
+    if not has_policy_dist(actor):
+        raise TypeError(
+            f"{owner} needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential, "
+            f"or a TensorDictSequential ending with one); got {type(actor).__name__}."
+        )

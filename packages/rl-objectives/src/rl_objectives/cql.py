@@ -16,13 +16,18 @@ from rl_objectives._alpha import Temperature, sum_to_batch
 from rl_objectives._nets import (
     action_space_name,
     chosen_value,
-    dist_of,
     in_keys_of,
     make_qvalue_networks,
     output_of,
     stacked_outputs,
 )
-from rl_objectives._offline import assemble_output, resolve_scalar_mode, target_entropy_from
+from rl_objectives._offline import (
+    assemble_output,
+    policy_dist,
+    require_policy_dist,
+    resolve_scalar_mode,
+    target_entropy_from,
+)
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
@@ -178,11 +183,7 @@ class CQLLoss(LossModule):
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                "CQLLoss needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential); "
-                f"got {type(actor_network).__name__}."
-            )
+        require_policy_dist(actor_network, "CQLLoss")
         if max_alpha == 0:
             raise ValueError("CQLLoss: max_alpha must be either None or greater than 0.")
         if num_random < 1:
@@ -250,7 +251,7 @@ class CQLLoss(LossModule):
         return qs.squeeze(-1)
 
     def _sample(self, td: TensorDictBase, params: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        dist = dist_of(self.actor_network, td, params)
+        dist = policy_dist(self.actor_network, td, params)
         action = dist.rsample()
         return action, sum_to_batch(dist.log_prob(action), td.ndim)
 
@@ -350,7 +351,7 @@ class CQLLoss(LossModule):
             cql = cql * alpha_prime.detach()
         loss_cql = self._reduce(cql.sum(0))
         # actor and behaviour cloning, one distribution at s
-        dist = dist_of(self.actor_network, tensordict)
+        dist = policy_dist(self.actor_network, tensordict)
         new_action = dist.rsample()
         log_prob = sum_to_batch(dist.log_prob(new_action), tensordict.ndim)
         bc_log_prob = sum_to_batch(dist.log_prob(action), tensordict.ndim)

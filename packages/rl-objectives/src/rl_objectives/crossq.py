@@ -12,9 +12,11 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._alpha import Temperature, sum_to_batch
-from rl_objectives._nets import dist_of, in_keys_of, make_qvalue_networks, stacked_outputs
+from rl_objectives._nets import in_keys_of, make_qvalue_networks, stacked_outputs
 from rl_objectives._offline import (
     assemble_output,
+    policy_dist,
+    require_policy_dist,
     resolve_scalar_mode,
     target_entropy_from,
     without_shared,
@@ -133,11 +135,7 @@ class CrossQLoss(LossModule):
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
         self._reject_ctor_keys(priority_key=priority_key)
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                "CrossQLoss needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential); "
-                f"got {type(actor_network).__name__}."
-            )
+        require_policy_dist(actor_network, "CrossQLoss")
         if max_alpha == 0:
             raise ValueError("CrossQLoss: max_alpha must be either None or greater than 0.")
         self.convert_to_functional(actor_network, "actor_network")
@@ -172,7 +170,7 @@ class CrossQLoss(LossModule):
         return estimator_keys(self.tensor_keys, ("reward", "done", "terminated"))
 
     def _sample(self, td: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
-        dist = dist_of(self.actor_network, td)
+        dist = policy_dist(self.actor_network, td)
         action = dist.rsample()
         return action, sum_to_batch(dist.log_prob(action), td.ndim)
 

@@ -14,7 +14,6 @@ from torch import nn
 from rl_objectives._alpha import sum_to_batch
 from rl_objectives._nets import (
     action_space_name,
-    dist_of,
     make_qvalue_networks,
     output_of,
     stacked_outputs,
@@ -22,6 +21,8 @@ from rl_objectives._nets import (
 from rl_objectives._offline import (
     assemble_output,
     check_value_shape,
+    policy_dist,
+    require_policy_dist,
     resolve_scalar_mode,
     without_shared,
 )
@@ -147,11 +148,7 @@ class IQLLoss(LossModule):
         super().__init__(reduction=reduction, debug=debug)
         self._reject_ctor_keys(priority_key=priority_key)
         owner = type(self).__name__
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                f"{owner} needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential); "
-                f"got {type(actor_network).__name__}."
-            )
+        require_policy_dist(actor_network, owner)
         if value_network is None:
             raise TypeError(f"{owner} needs a value_network writing 'state_value'; got None.")
         if not 0.0 <= expectile <= 1.0:
@@ -199,7 +196,7 @@ class IQLLoss(LossModule):
         return qs.squeeze(-1)
 
     def _log_prob(self, td: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
-        dist = dist_of(self.actor_network, td)
+        dist = policy_dist(self.actor_network, td)
         return sum_to_batch(dist.log_prob(action), td.ndim)
 
     def _check_action(self, action: torch.Tensor, td: TensorDictBase) -> None:
@@ -383,7 +380,7 @@ class DiscreteIQLLoss(IQLLoss):
             )
 
     def _log_prob(self, td: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
-        dist = dist_of(self.actor_network, td)
+        dist = policy_dist(self.actor_network, td)
         if self.action_space == "categorical" and action.ndim > td.ndim:
             action = action.squeeze(-1)
         return dist.log_prob(action)

@@ -19,8 +19,13 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._alpha import sum_to_batch
-from rl_objectives._nets import dist_of, in_keys_of, make_qvalue_networks, output_of, with_params
-from rl_objectives._offline import resolve_scalar_mode, target_entropy_from
+from rl_objectives._nets import in_keys_of, make_qvalue_networks, output_of, with_params
+from rl_objectives._offline import (
+    policy_dist,
+    require_policy_dist,
+    resolve_scalar_mode,
+    target_entropy_from,
+)
 from rl_objectives.common import TD_ESTIMATORS, LossModule, estimator_keys, loss_output
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
@@ -253,11 +258,7 @@ class REDQLoss(LossModule):
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
         self._reject_ctor_keys(priority_key=priority_key)
-        if not hasattr(actor_network, "get_dist"):
-            raise TypeError(
-                "REDQLoss needs an actor with get_dist(td) (e.g. ProbabilisticTensorDictSequential); "
-                f"got {type(actor_network).__name__}."
-            )
+        require_policy_dist(actor_network, "REDQLoss")
         if gSDE:
             raise NotImplementedError(
                 "REDQLoss: gSDE=True (TorchRL's generalized state-dependent exploration noise "
@@ -371,7 +372,7 @@ class REDQLoss(LossModule):
         # one actor call on s and s' together (the s' half is used without gradient)
         actor_keys = in_keys_of(self.actor_network)
         both = torch.cat([tensordict.select(*actor_keys), nxt.select(*actor_keys)], 0)
-        dist = dist_of(self.actor_network, both)
+        dist = policy_dist(self.actor_network, both)
         sample = dist.rsample()
         log_prob = sum_to_batch(dist.log_prob(sample), both.ndim)
         n_here = tensordict.shape[0]
