@@ -3,8 +3,9 @@
 ``uv run nox`` runs the CI-sized set: one isolated test session per package
 (current Python, latest tensordict), the whole test set once more on
 tensordict 0.14, the cross-package integration tests, the recipe smoke runs,
-lint and the wheel build. ``uv run nox -t matrix`` runs the package tests on
-every installed Python (3.10-3.13) against tensordict 0.14 and the latest.
+the learning gate (PPO and DQN must still solve CartPole-v1), lint and the wheel
+build. ``uv run nox -t matrix`` runs the package tests on every installed
+Python (3.10-3.13) against tensordict 0.14 and the latest.
 ``uv run nox -s bench`` runs the benchmarks next to TorchRL 0.14.
 ``uv run nox -s conformance`` runs TorchRL 0.14's own test files against the packages
 (not in the default set: it takes about an hour) and rewrites docs/conformance.md.
@@ -41,6 +42,7 @@ nox.options.sessions = [
     "tests-tensordict-0.14",
     "integration",
     "recipes",
+    "learning",
     "lint",
     "build",
 ]
@@ -148,6 +150,13 @@ def recipes(session: nox.Session) -> None:
     with tempfile.TemporaryDirectory() as out:
         for script in scripts:
             session.run("python", str(script), "--smoke", "--output-dir", f"{out}/{script.stem}")
+
+
+@nox.session(python=CURRENT_PYTHON)
+def learning(session: nox.Session) -> None:
+    """The learning gate: PPO and DQN on CartPole-v1, fixed seeds, must still solve it (~3 min)."""
+    _sync_all(session)
+    session.run("python", "scripts/learning_gate.py", *session.posargs)
 
 
 @nox.session(python=CURRENT_PYTHON)
