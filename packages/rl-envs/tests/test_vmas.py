@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
 vmas = pytest.importorskip("vmas")
 
-from rl_envs import check_env_specs  # noqa: E402
+from rl_envs import check_env_specs, step_mdp  # noqa: E402
 from rl_envs.libs.marl import MarlGroupMapType  # noqa: E402
 from rl_envs.libs.vmas import VmasEnv, VmasWrapper  # noqa: E402
 
@@ -253,3 +255,36 @@ def test_wrapper_errors():
         VmasEnv("navigatoin", num_envs=2)
     with pytest.raises(ValueError, match="num_envs must be >= 1"):
         VmasEnv("navigation", num_envs=0)
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_get_set_state_resume_is_bit_identical(discrete):
+    def make():
+        return _nav(max_steps=4, continuous_actions=not discrete)
+
+    env = make()
+    keys = {"reward_keys": env.reward_keys, "action_keys": env.action_keys}
+    torch.manual_seed(0)
+    root = step_mdp(env.rollout(3, break_when_any_done=False)[..., -1], **keys)
+    buf = io.BytesIO()
+    torch.save({"env": env.get_state(), "root": root}, buf)
+    torch.manual_seed(1)
+    ref = env.rollout(6, auto_reset=False, tensordict=root, break_when_any_done=False)
+    assert ref["next", "done"].any()  # the continuation crosses a reset (VMAS's RNG)
+    make().rollout(3)  # another VMAS env moves VMAS's process-wide RNG state
+    buf.seek(0)
+    ckpt = torch.load(buf, weights_only=False)
+    fresh = make()
+    fresh.set_state(ckpt["env"])
+    torch.manual_seed(1)
+    got = fresh.rollout(6, auto_reset=False, tensordict=ckpt["root"], break_when_any_done=False)
+    for key in ref.keys(True, True):
+        assert torch.equal(ref[key], got[key]), key
+
+
+def test_set_state_from_another_env_is_refused():
+    state = _nav().get_state()
+    with pytest.raises(ValueError, match="num_envs=4 and agents"):
+        VmasEnv("navigation", num_envs=2, n_agents=N).set_state(state)
+    with pytest.raises(ValueError, match="scenario 'navigation'"):
+        VmasEnv("flocking", num_envs=B, n_agents=N).set_state(state)

@@ -21,10 +21,16 @@ Layout (TorchRL 0.14's): the agents of a group (see ``rl_envs.libs.marl``; by de
 
 Partial resets (``"_reset"`` ``[B, 1]``) reset only those sub-envs (``reset_at``).
 Seeding: ``set_seed(s)`` / ``seed=s`` seed VMAS's own RNG state, as VMAS does.
+
+Exact state: ``get_state()`` captures every tensor and number held by the VMAS env, its
+scenario, world, entities and their states (found by walking the attributes of VMAS's
+objects) plus VMAS's process-wide RNG states; ``set_state`` writes them back into an env
+built the same way (in place where shapes match, so aliased tensors stay aliased).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -138,6 +144,104 @@ def _action_spec(
 def _per_env(value: torch.Tensor, num_envs: int) -> torch.Tensor:
     """``[B]`` -> ``[B, 1]``; ``[B, *k]`` kept (TorchRL's selective unsqueeze)."""
     return value.unsqueeze(-1) if value.ndim == 1 else value.reshape(num_envs, *value.shape[1:])
+
+
+# ----------------------------------------------------------------------------- exact state
+_SKIP_ATTRS = frozenset(
+    {"viewer", "headless", "visible_display", "text_lines", "action_space", "observation_space"}
+)
+_Path = tuple[Any, ...]
+
+
+def _is_vmas_object(value: Any) -> bool:
+    module = type(value).__module__ or ""
+    # scenarios loaded from a file by VMAS have an empty module name
+    return module.startswith("vmas") or module == "" or type(value).__name__ == "Scenario"
+
+
+class _KeyAt(int):
+    """A path step into a dict whose key is not a plain name (e.g. an entity): its position."""
+
+
+def _children(obj: Any) -> list[tuple[Any, Any]]:
+    if isinstance(obj, dict):
+        return [
+            (k if isinstance(k, (str, int)) and not isinstance(k, bool) else _KeyAt(i), v)
+            for i, (k, v) in enumerate(obj.items())
+        ]
+    if isinstance(obj, (list, tuple)):
+        return list(enumerate(obj))
+    return [(k, v) for k, v in vars(obj).items() if k not in _SKIP_ATTRS]
+
+
+def _capture(obj: Any, path: _Path, out: dict[_Path, Any], seen: set[int]) -> None:
+    """Records the tensors and plain numbers reachable from ``obj`` through VMAS objects."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    for name, value in _children(obj):
+        sub = (*path, name)
+        if isinstance(value, torch.Tensor):
+            out[sub] = value.detach().clone()
+        elif isinstance(value, (bool, int, float)) or value is None:
+            out[sub] = value
+        elif isinstance(value, (list, tuple, dict)) or _is_vmas_object(value):
+            _capture(value, sub, out, seen)
+
+
+def _key(node: Any, name: Any) -> Any:
+    return list(node)[int(name)] if isinstance(name, _KeyAt) and isinstance(node, dict) else name
+
+
+def _get(node: Any, name: Any) -> Any:
+    if isinstance(node, (dict, list, tuple)):
+        return node[_key(node, name)]
+    return getattr(node, name)
+
+
+def _resolve(root: Any, path: _Path) -> Any:
+    node = root
+    for name in path:
+        node = _get(node, name)
+    return node
+
+
+def _assign(parent: Any, name: Any, value: Any) -> None:
+    if isinstance(parent, dict):
+        parent[_key(parent, name)] = value
+    elif isinstance(parent, list):
+        parent[name] = value
+    elif isinstance(parent, tuple):
+        raise TypeError("a tuple entry cannot be assigned")
+    else:
+        setattr(parent, name, value)
+
+
+def _restore(root: Any, state: dict[_Path, Any]) -> None:
+    for path, saved in state.items():
+        try:
+            parent = _resolve(root, path[:-1])
+        except (AttributeError, IndexError, KeyError):
+            continue  # a per-step cache the fresh env has not built yet (VMAS rebuilds it)
+        name = path[-1]
+        try:
+            current = _get(parent, name)
+        except (AttributeError, IndexError, KeyError):
+            current = None  # set lazily by the scenario (e.g. after a first step)
+        if isinstance(saved, torch.Tensor):
+            if (
+                isinstance(current, torch.Tensor)
+                and current.shape == saved.shape
+                and current.dtype == saved.dtype
+            ):
+                current.copy_(saved)
+                continue
+            saved = saved.clone()
+        if isinstance(parent, tuple):
+            continue  # tuples hold constants here (e.g. shapes); tensors were copied in place
+        if isinstance(name, _KeyAt) and (not isinstance(parent, dict) or name >= len(parent)):
+            continue  # an entity-keyed per-step cache that is empty here (VMAS rebuilds it)
+        _assign(parent, name, saved)
 
 
 class VmasWrapper(EnvBase):
@@ -399,6 +503,58 @@ class VmasWrapper(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self._env.seed(seed)
+
+    # ----------------------------------------------------------------- state
+    def _scenario_id(self) -> str:
+        name = getattr(self, "scenario_name", None)
+        return name if isinstance(name, str) else type(self._env.scenario).__qualname__
+
+    def get_state(self) -> dict[str, Any]:
+        """The exact state of the VMAS env (picklable; see the module docstring).
+
+        Example:
+            >>> env = VmasEnv("navigation", num_envs=2, n_agents=2, seed=0)
+            >>> state = env.get_state()
+            >>> first = env.rand_step()["next", "agents", "observation"]
+            >>> env.set_state(state)  # back to the moment of get_state()
+        """
+        values: dict[_Path, Any] = {}
+        _capture(self._env, (), values, set())
+        rng = type(self._env).vmas_random_state
+        return {
+            "env_class": type(self).__name__,
+            "num_envs": self.num_envs,
+            "agent_names": list(self.agent_names),
+            "scenario": self._scenario_id(),
+            "values": values,
+            "vmas_random_state": [rng[0].clone(), copy.deepcopy(rng[1]), copy.deepcopy(rng[2])],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result into this env (built the same way).
+
+        Raises:
+            ValueError: the state comes from an env with other agents, ``num_envs`` or
+                scenario class.
+        """
+        if state.get("num_envs") != self.num_envs or state.get("agent_names") != self.agent_names:
+            raise ValueError(
+                f"{type(self).__name__}.set_state(): the state comes from an env with "
+                f"num_envs={state.get('num_envs')} and agents {state.get('agent_names')}, this "
+                f"one has num_envs={self.num_envs} and agents {self.agent_names}. Restore into "
+                "an env built the same way."
+            )
+        scenario = self._scenario_id()
+        if state.get("scenario") != scenario:
+            raise ValueError(
+                f"{type(self).__name__}.set_state(): the state comes from scenario "
+                f"{state.get('scenario')!r}, this env runs {scenario!r}. Restore into an env "
+                "built the same way."
+            )
+        _restore(self._env, state["values"])
+        rng = type(self._env).vmas_random_state
+        saved = state["vmas_random_state"]
+        rng[0], rng[1], rng[2] = saved[0].clone(), copy.deepcopy(saved[1]), copy.deepcopy(saved[2])
 
     def __repr__(self) -> str:
         return (
