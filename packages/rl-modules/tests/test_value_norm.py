@@ -66,3 +66,24 @@ def test_value_norm_refuses_wrong_trailing_shape(cls):
     norm = cls(shape=1)
     with pytest.raises(ValueError, match=r"expected values \[\.\.\., 1\], got \(4, 3\)"):
         norm.update(torch.randn(4, 3))
+
+
+def test_popart_output_layer_preserves_the_critic_outputs():
+    torch.manual_seed(0)
+    body = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh())
+    head = torch.nn.Linear(8, 1)
+    norm = PopArtValueNorm(beta=0.7, output_layer=head)
+    h = body(torch.randn(32, 5)).detach()
+    # before any statistics the head's output is read on the (0, 1) scale
+    before = head(h).detach()
+    norm.update(torch.randn(64, 1) * 7 + 3)
+    torch.testing.assert_close(norm.denormalize(head(h)), before, rtol=1e-5, atol=1e-5)
+    for scale in (0.5, 20.0):
+        before = norm.denormalize(head(h)).detach()
+        var = norm.stats()[1]
+        norm.update(torch.randn(64, 1) * scale - 10)
+        assert not torch.allclose(norm.stats()[1], var)  # the statistics did move
+        torch.testing.assert_close(norm.denormalize(head(h)), before, rtol=1e-4, atol=1e-4)
+    assert "output_layer" not in dict(norm.named_modules())  # the critic owns the layer
+    with pytest.raises(ValueError, match="2 outputs"):
+        PopArtValueNorm(output_layer=torch.nn.Linear(8, 2))

@@ -79,11 +79,19 @@ class PopArtValueNorm(ValueNorm):
     (1 - beta^t)`` (the zero initialisation is divided out), likewise for the mean
     square, and ``var = max(mean_sq - mean^2, epsilon)``.
 
+    With ``output_layer`` (the critic's last ``nn.Linear``, whose output is read as a
+    *normalised* value), each :meth:`update` also rescales that layer so that
+    ``denormalize(output_layer(h))`` is unchanged for every input ``h`` ("Preserving
+    Outputs Precisely"): ``W <- W * std_old / std_new`` and
+    ``b <- (std_old * b + mean_old - mean_new) / std_new``.
+
     Args:
         shape: shape of one value.
         beta: decay of the averages (MAPPO's 0.99999: close to a plain running mean).
         epsilon: floor of the variance and of the debiasing term.
         device: where the statistics live.
+        output_layer: optional last layer of a critic that outputs normalised values
+            (its ``out_features`` must equal ``prod(shape)``).
 
     Examples:
         >>> import torch
@@ -102,8 +110,16 @@ class PopArtValueNorm(ValueNorm):
         beta: float = 0.99999,
         epsilon: float = 1e-5,
         device: torch.device | str | None = None,
+        output_layer: nn.Linear | None = None,
     ) -> None:
         super().__init__(shape=shape, epsilon=epsilon, device=device)
+        if output_layer is not None and output_layer.out_features != math.prod(self.shape):
+            raise ValueError(
+                f"PopArtValueNorm: output_layer has {output_layer.out_features} outputs, "
+                f"expected prod(shape={self.shape}) = {math.prod(self.shape)}."
+            )
+        # held outside the module tree: the layer belongs to the critic (and its optimizer)
+        self.__dict__["output_layer"] = output_layer
         if not 0.0 <= beta < 1.0:
             raise ValueError(f"PopArtValueNorm: beta must lie in [0, 1), got {beta}.")
         self.beta = beta
@@ -115,11 +131,25 @@ class PopArtValueNorm(ValueNorm):
     def update(self, value_target: torch.Tensor) -> None:
         dims = self._reduce_dims(value_target)
         x = value_target.detach().to(self.running_mean.dtype)
+        layer = self.output_layer
+        if layer is not None:
+            if float(self.debiasing_term) == 0:  # no statistics yet: the layer's scale is (0, 1)
+                old_mean = torch.zeros_like(self.running_mean)
+                old_var = torch.ones_like(self.running_mean)
+            else:
+                old_mean, old_var = self.stats()
         mean = x.mean(dims) if dims else x
         mean_sq = x.square().mean(dims) if dims else x.square()
         self.running_mean.lerp_(mean, 1.0 - self.beta)
         self.running_mean_sq.lerp_(mean_sq, 1.0 - self.beta)
         self.debiasing_term.mul_(self.beta).add_(1.0 - self.beta)
+        if layer is not None:
+            new_mean, new_var = self.stats()
+            old_std, new_std = old_var.sqrt().reshape(-1), new_var.sqrt().reshape(-1)
+            layer.weight.mul_((old_std / new_std).unsqueeze(-1))
+            if layer.bias is not None:
+                shift = (old_mean - new_mean).reshape(-1)
+                layer.bias.copy_((old_std * layer.bias + shift) / new_std)
 
     def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         debias = self.debiasing_term.clamp_min(self.epsilon)
