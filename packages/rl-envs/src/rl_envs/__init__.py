@@ -13,8 +13,10 @@ from rl_envs.libs.vmas import VmasEnv, VmasWrapper
 from rl_envs.model_based import DreamerEnv, ModelBasedEnvBase
 from rl_envs.mujoco import (
     AntEnv,
+    CubeBowlEnv,
     HalfCheetahEnv,
     HopperEnv,
+    MacroActionEnv,
     MujocoEnv,
     SatelliteEnv,
     Walker2dEnv,
@@ -99,5 +101,14 @@ __all__ += [
 ]
 
 # Native MuJoCo envs (rl_envs.mujoco; the mujoco package is imported when one is built).
-__all__ += ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "SatelliteEnv", "Walker2dEnv"]
+__all__ += [
+    "AntEnv",
+    "CubeBowlEnv",
+    "HalfCheetahEnv",
+    "HopperEnv",
+    "MacroActionEnv",
+    "MujocoEnv",
+    "SatelliteEnv",
+    "Walker2dEnv",
+]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase"]

@@ -6,7 +6,20 @@ imported when an env is built, so importing this module never needs it.
 """
 
 from rl_envs.mujoco.base import MujocoEnv
+from rl_envs.mujoco.cube_bowl import CubeBowlEnv, CubeBowlScriptedPolicy, cube_bowl_macro_env
 from rl_envs.mujoco.locomotion import AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv
+from rl_envs.mujoco.macro import MacroActionEnv
 from rl_envs.mujoco.satellite import SatelliteEnv
 
-__all__ = ["AntEnv", "HalfCheetahEnv", "HopperEnv", "MujocoEnv", "SatelliteEnv", "Walker2dEnv"]
+__all__ = [
+    "AntEnv",
+    "CubeBowlEnv",
+    "CubeBowlScriptedPolicy",
+    "HalfCheetahEnv",
+    "HopperEnv",
+    "MacroActionEnv",
+    "MujocoEnv",
+    "SatelliteEnv",
+    "Walker2dEnv",
+    "cube_bowl_macro_env",
+]
