@@ -132,17 +132,63 @@ def _backend_reset_path(recurrent_backend: str, who: str) -> ResetPath:
 
 
 class _RecurrentModule(TensorDictModuleBase):
-    """Key routing shared by :class:`LSTMModule` and :class:`GRUModule`."""
+    """Everything :class:`LSTMModule` and :class:`GRUModule` share; they differ only in these
+    class attributes (the wrapped RNN's classes, its attribute name, the state names)."""
 
     _state_names: tuple[str, ...]
     _default_state_keys: tuple[str, ...]
+    _rnn_attr: str  # "lstm" or "gru": TorchRL's attribute name of the wrapped RNN
+    _torch_class: type[nn.LSTM] | type[nn.GRU]
+    _python_class: type[LSTM] | type[GRU]
+
+    def __init__(
+        self,
+        rnn: nn.LSTM | nn.GRU | None,
+        *,
+        input_size: int | None,
+        hidden_size: int | None,
+        num_layers: int,
+        bias: bool,
+        batch_first: bool,
+        dropout: float,
+        bidirectional: bool,
+        device: torch.device | str | None,
+        python_based: bool,
+        **keys: Any,
+    ) -> None:
+        super().__init__()
+        who = type(self).__name__
+        if rnn is None:
+            if input_size is None or hidden_size is None:
+                raise ValueError(f"{who}: pass input_size and hidden_size, or {self._rnn_attr}=.")
+            if python_based and bidirectional:
+                raise ValueError(
+                    f"{who}: python_based=True does not support bidirectional "
+                    f"{self._rnn_attr.upper()}s."
+                )
+            rnn_class = self._python_class if python_based else self._torch_class
+            rnn = rnn_class(
+                input_size=input_size,
+                hidden_size=hidden_size,
+                num_layers=num_layers,
+                bias=bias,
+                batch_first=batch_first,
+                dropout=dropout,
+                bidirectional=bidirectional,
+                device=device,
+            )
+        _check_rnn(rnn, who)
+        setattr(self, self._rnn_attr, rnn)
+        self._setup_keys(**keys)
 
     @property
     def rnn(self) -> nn.LSTM | nn.GRU:
-        raise NotImplementedError
+        """The wrapped RNN (``self.lstm`` or ``self.gru``)."""
+        return getattr(self, self._rnn_attr)
 
     def _setup_keys(
         self,
+        *,
         in_key: NestedKey | None,
         in_keys: Sequence[NestedKey] | None,
         out_key: NestedKey | None,
@@ -151,8 +197,8 @@ class _RecurrentModule(TensorDictModuleBase):
         default_recurrent_mode: bool | None,
         reset_path: ResetPath,
         check_carried_state: bool,
-        missing_state: Literal["warn", "raise"] = "warn",
-        recurrent_backend: str | None = None,
+        missing_state: Literal["warn", "raise"],
+        recurrent_backend: str | None,
     ) -> None:
         who = type(self).__name__
         self.check_carried_state = check_carried_state
@@ -241,8 +287,7 @@ class _RecurrentModule(TensorDictModuleBase):
         rnn = self.rnn
         if isinstance(rnn, (LSTM, GRU)):
             return self
-        kind = LSTM if isinstance(rnn, nn.LSTM) else GRU
-        new = kind(
+        new = self._python_class(
             input_size=rnn.input_size,
             hidden_size=rnn.hidden_size,
             num_layers=rnn.num_layers,
@@ -253,7 +298,7 @@ class _RecurrentModule(TensorDictModuleBase):
             dtype=next(rnn.parameters()).dtype,
         )
         new.load_state_dict(rnn.state_dict())
-        setattr(self, "lstm" if kind is LSTM else "gru", new)
+        setattr(self, self._rnn_attr, new)
         return self
 
     def _missing_state_error(self, tensordict: TensorDictBase, why: str) -> RuntimeError:
@@ -392,6 +437,19 @@ class _RecurrentModule(TensorDictModuleBase):
         return tensordict
 
 
+_RNN_ARGS = (
+    "input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
+    "bidirectional", "device", "python_based", "in_key", "in_keys", "out_key", "out_keys",
+    "is_init_key", "default_recurrent_mode", "reset_path", "check_carried_state",
+    "missing_state", "recurrent_backend",
+)  # fmt: skip
+
+
+def _rnn_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The shared constructor arguments of :class:`LSTMModule` / :class:`GRUModule`."""
+    return {name: args[name] for name in _RNN_ARGS}
+
+
 def _check_rnn(rnn: nn.Module, who: str) -> None:
     if not rnn.batch_first:
         raise ValueError(f"{who}: the wrapped RNN must have batch_first=True.")
@@ -473,10 +531,9 @@ class LSTMModule(_RecurrentModule):
 
     _state_names = ("h", "c")
     _default_state_keys = ("recurrent_state_h", "recurrent_state_c")
-
-    @property
-    def rnn(self) -> nn.LSTM:
-        return self.lstm
+    _rnn_attr = "lstm"
+    _torch_class = nn.LSTM
+    _python_class = LSTM
 
     def __init__(
         self,
@@ -502,39 +559,7 @@ class LSTMModule(_RecurrentModule):
         recurrent_backend: str | None = None,
         missing_state: Literal["warn", "raise"] = "warn",
     ) -> None:
-        super().__init__()
-        if lstm is None:
-            if input_size is None or hidden_size is None:
-                raise ValueError("LSTMModule: pass input_size and hidden_size, or lstm=.")
-            if python_based and bidirectional:
-                raise ValueError(
-                    "LSTMModule: python_based=True does not support bidirectional LSTMs."
-                )
-            lstm_class = LSTM if python_based else nn.LSTM
-            lstm = lstm_class(
-                input_size=input_size,
-                hidden_size=hidden_size,
-                num_layers=num_layers,
-                bias=bias,
-                batch_first=batch_first,
-                dropout=dropout,
-                bidirectional=bidirectional,
-                device=device,
-            )
-        _check_rnn(lstm, "LSTMModule")
-        self.lstm = lstm
-        self._setup_keys(
-            in_key,
-            in_keys,
-            out_key,
-            out_keys,
-            is_init_key,
-            default_recurrent_mode,
-            reset_path,
-            check_carried_state,
-            missing_state,
-            recurrent_backend,
-        )
+        super().__init__(lstm, **_rnn_args(locals()))
 
 
 class GRUModule(_RecurrentModule):
@@ -580,10 +605,9 @@ class GRUModule(_RecurrentModule):
 
     _state_names = ("h",)
     _default_state_keys = ("recurrent_state",)
-
-    @property
-    def rnn(self) -> nn.GRU:
-        return self.gru
+    _rnn_attr = "gru"
+    _torch_class = nn.GRU
+    _python_class = GRU
 
     def __init__(
         self,
@@ -609,36 +633,4 @@ class GRUModule(_RecurrentModule):
         recurrent_backend: str | None = None,
         missing_state: Literal["warn", "raise"] = "warn",
     ) -> None:
-        super().__init__()
-        if gru is None:
-            if input_size is None or hidden_size is None:
-                raise ValueError("GRUModule: pass input_size and hidden_size, or gru=.")
-            if python_based and bidirectional:
-                raise ValueError(
-                    "GRUModule: python_based=True does not support bidirectional GRUs."
-                )
-            gru_class = GRU if python_based else nn.GRU
-            gru = gru_class(
-                input_size=input_size,
-                hidden_size=hidden_size,
-                num_layers=num_layers,
-                bias=bias,
-                batch_first=batch_first,
-                dropout=dropout,
-                bidirectional=bidirectional,
-                device=device,
-            )
-        _check_rnn(gru, "GRUModule")
-        self.gru = gru
-        self._setup_keys(
-            in_key,
-            in_keys,
-            out_key,
-            out_keys,
-            is_init_key,
-            default_recurrent_mode,
-            reset_path,
-            check_carried_state,
-            missing_state,
-            recurrent_backend,
-        )
+        super().__init__(gru, **_rnn_args(locals()))
