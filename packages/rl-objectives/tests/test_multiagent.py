@@ -307,3 +307,58 @@ def test_mappo_reads_a_group_that_lost_its_agent_batch_dim():
     out, ref = loss(flat), _reference(td, actor_lin, critic_lin)
     for key, value in ref.items():
         torch.testing.assert_close(out[key], value, msg=key)
+
+
+# -- MultiAgentGAE ----------------------------------------------------------------------
+
+
+def test_multiagent_gae_per_agent_rewards_team_flags_against_a_loop():
+    """[B, T, n] values, per-agent rewards, team done / terminated: a truncated step
+    bootstraps, a terminated one does not; average_gae standardises each agent alone."""
+    torch.manual_seed(0)
+    b, t, gamma, lmbda = 2, 7, 0.9, 0.8
+    value, next_value = torch.randn(b, t, N, 1), torch.randn(b, t, N, 1)
+    reward = torch.randn(b, t, N, 1)
+    terminated = torch.zeros(b, t, 1, dtype=torch.bool)
+    truncated = torch.zeros(b, t, 1, dtype=torch.bool)
+    terminated[0, 2], truncated[1, 4] = True, True
+    td = TensorDict(
+        {
+            "agents": TensorDict({"state_value": value}, [b, t, N]),
+            "next": {
+                "agents": TensorDict({"state_value": next_value, "reward": reward}, [b, t, N]),
+                "done": terminated | truncated,
+                "terminated": terminated,
+            },
+        },
+        [b, t],
+    )
+    gae = MultiAgentGAE(gamma=gamma, lmbda=lmbda)
+    gae.set_keys(
+        value=("agents", "state_value"),
+        reward=("agents", "reward"),
+        advantage=("agents", "advantage"),
+        value_target=("agents", "value_target"),
+    )
+    out = gae(td.clone())
+    expected = torch.zeros(b, t, N, 1)
+    for env in range(b):
+        for agent in range(N):
+            running = 0.0
+            for i in reversed(range(t)):
+                boot = 0.0 if bool(terminated[env, i]) else 1.0
+                cont = 0.0 if bool(terminated[env, i] | truncated[env, i]) else 1.0
+                delta = (
+                    reward[env, i, agent, 0]
+                    + gamma * boot * next_value[env, i, agent, 0]
+                    - value[env, i, agent, 0]
+                )
+                running = delta + gamma * lmbda * cont * running
+                expected[env, i, agent, 0] = running
+    torch.testing.assert_close(out["agents", "advantage"], expected)
+    torch.testing.assert_close(out["agents", "value_target"], expected + value)
+    gae.average_gae = True
+    averaged = gae(td.clone())["agents", "advantage"]
+    for agent in range(N):
+        a = expected[:, :, agent]
+        torch.testing.assert_close(averaged[:, :, agent], (a - a.mean()) / a.std())
