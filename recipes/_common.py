@@ -29,7 +29,7 @@ import os
 import random
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -198,26 +198,78 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def run_counters(
-    cfg: RunConfig, state: dict[str, Any] | None = None
-) -> tuple[int, float, float, int, int]:
-    """``frames, wall, eval_return, next_eval, next_ckpt``: fresh, or where ``state`` stopped.
+@dataclasses.dataclass
+class RunCounters:
+    """Where a run stands: frames done, wall-clock, last evaluation, next evaluation and checkpoint.
+
+    Iterating yields the fields in order, so the older tuple unpacking
+    ``frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)`` still works.
+    """
+
+    frames: int
+    """Frames collected so far."""
+    wall: float
+    """Wall-clock seconds so far (carried over resumes)."""
+    eval_return: float
+    """The latest evaluation's mean return (nan before the first)."""
+    next_eval: int
+    """Frame count at which the next evaluation happens."""
+    next_ckpt: int
+    """Frame count at which the next checkpoint is written."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(dataclasses.astuple(self))
+
+
+def run_counters(cfg: RunConfig, state: dict[str, Any] | None = None) -> RunCounters:
+    """The run's counters: fresh, or where ``state`` stopped.
 
     ``state`` is a checkpoint read by :func:`load_checkpoint` (``None`` for a fresh run).
 
     Example:
         >>> run_counters(RunConfig(eval_every=10, checkpoint_every=20))
-        (0, 0.0, nan, 10, 20)
+        RunCounters(frames=0, wall=0.0, eval_return=nan, next_eval=10, next_ckpt=20)
+        >>> frames, wall, eval_return, next_eval, next_ckpt = run_counters(RunConfig())
     """
     if state is None:
-        return 0, 0.0, float("nan"), cfg.eval_every, cfg.checkpoint_every
-    return (
-        state["frames"],
-        state["wall"],
-        state.get("eval_return", float("nan")),
-        state["next_eval"],
-        state["next_ckpt"],
+        return RunCounters(0, 0.0, float("nan"), cfg.eval_every, cfg.checkpoint_every)
+    return RunCounters(
+        frames=state["frames"],
+        wall=state["wall"],
+        eval_return=state.get("eval_return", float("nan")),
+        next_eval=state["next_eval"],
+        next_ckpt=state["next_ckpt"],
     )
+
+
+class AttrState:
+    """``state_dict`` / ``load_state_dict`` for counters kept in plain attributes of an object.
+
+    Lets a checkpoint treat e.g. a ``HardUpdate``'s ``counter`` like a module's state.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> counter = SimpleNamespace(updates=3)
+        >>> AttrState(counter, "updates").state_dict()
+        {'updates': 3}
+        >>> AttrState(counter, "updates").load_state_dict({"updates": 7}); counter.updates
+        7
+    """
+
+    def __init__(self, obj: Any, *names: str) -> None:
+        missing = [n for n in names if not hasattr(obj, n)]
+        if missing:
+            raise AttributeError(
+                f"{type(obj).__name__} has no attribute(s) {missing} to checkpoint"
+            )
+        self.obj, self.names = obj, names
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: getattr(self.obj, name) for name in self.names}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in self.names:
+            setattr(self.obj, name, state[name])
 
 
 def counters_state(
@@ -331,6 +383,41 @@ class RunLogger:
         self._bar.close()
         self._tb.close()
         self._csv_file.close()
+
+
+class ScalarMeans:
+    """Means of a loss output's scalar entries over the minibatches of one batch, for the log.
+
+    The losses already return their diagnostics (PPO's ``clip_fraction``, ``kl_approx``,
+    ``explained_variance``, ``entropy``, ``ESS``); a recipe adds each minibatch's output and
+    logs the means once per batch. Non-scalar entries are skipped.
+
+    Example:
+        >>> means = ScalarMeans()
+        >>> means.add({"kl_approx": torch.tensor(0.1), "loss": torch.tensor(1.0)})
+        >>> means.add({"kl_approx": torch.tensor(0.3), "loss": torch.tensor(3.0)})
+        >>> {k: round(v, 3) for k, v in means.pop().items()}
+        {'kl_approx': 0.2, 'loss': 2.0}
+        >>> means.pop()
+        {}
+    """
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor] = {}
+        self._counts: dict[str, int] = {}
+
+    def add(self, losses: Any) -> None:
+        for name, value in losses.items():
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                value = value.detach().reshape(())
+                self._sums[name] = self._sums[name] + value if name in self._sums else value
+                self._counts[name] = self._counts.get(name, 0) + 1
+
+    def pop(self) -> dict[str, float]:
+        """The means since the last ``pop``, and a fresh start."""
+        means = {name: float(total) / self._counts[name] for name, total in self._sums.items()}
+        self._sums, self._counts = {}, {}
+        return means
 
 
 def plot_learning_curve(csv_path: Path, png_path: Path, title: str) -> None:

@@ -13,20 +13,15 @@ and slow to reach good returns on MuJoCo tasks (``--env InvertedPendulum-v5`` al
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
-from tensordict.nn import NormalParamExtractor, TensorDictModule
-from torch import nn
-from torch.distributions import Categorical
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
+    ScalarMeans,
     Stopwatch,
     counters_state,
     evaluate,
@@ -37,6 +32,9 @@ from _common import (
     save_checkpoint,
     seed_everything,
 )
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
 
 from rl_collectors import Collector
 from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
@@ -151,6 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
+    diagnostics = ScalarMeans()  # the loss's entropy, explained variance, ... between two logs
 
     for batch in collector:
         frames += batch.numel()
@@ -158,6 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         with torch.no_grad():
             advantage(batch)
         losses = loss_fn(batch.reshape(-1))
+        diagnostics.add(losses)
         total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
         optim.zero_grad()
         total.backward()
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         optim.step()
         if frames >= next_eval:
             next_eval += cfg.eval_every
-            logger.log(frames, loss=total.item())
+            logger.log(frames, loss=total.item(), **diagnostics.pop())
             eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
             logger.log(frames, **{"eval/return": eval_return})
         stop = frames >= cfg.total_frames or eval_return >= cfg.target_return

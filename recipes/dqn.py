@@ -14,31 +14,15 @@ online network into the target.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
+from _common import AttrState, RunConfig, parse_config, seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    buffer_state_dict,
-    counters_state,
-    evaluate,
-    finish_run,
-    load_buffer_state_dict,
-    load_checkpoint,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-)
 
 from rl_buffers import (
     LazyTensorStorage,
@@ -76,7 +60,9 @@ class Config(RunConfig):
     beta: float = 0.4
     """Importance-sampling exponent (with --prioritized)."""
     lr: float = 2.3e-3
-    """Adam learning rate."""
+    """Adam learning rate (annealed linearly to 0 over the run when anneal_lr)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the planned gradient steps."""
     gamma: float = 0.99
     """Discount factor."""
     double_dqn: bool = True
@@ -115,27 +101,26 @@ def make_env(cfg: Config) -> TransformedEnv:
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     env = make_env(cfg)
     env.set_seed(cfg.seed)
-    eval_env = make_env(cfg)
     action_spec = env.action_spec
     obs_dim = env.observation_spec["observation"].shape[-1]
     net = MLP(obs_dim, action_spec.shape[-1], num_cells=[cfg.hidden] * 2, activation_class=nn.ReLU)
     qvalue = QValueActor(net, in_keys=["observation"], spec=action_spec)
     greedy = EGreedyModule(action_spec, cfg.eps_init, cfg.eps_end, cfg.annealing_frames)
-    policy = TensorDictSequential(qvalue, greedy)
     loss_fn = DQNLoss(
-        qvalue,
-        loss_function="smooth_l1",
-        delay_value=True,
-        double_dqn=cfg.double_dqn,
+        qvalue, loss_function="smooth_l1", delay_value=True, double_dqn=cfg.double_dqn
     )
     loss_fn.make_value_estimator(gamma=cfg.gamma)
     updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update_interval)
     optim = torch.optim.Adam(loss_fn.parameters(), lr=cfg.lr)
+    n_updates = max(cfg.total_frames - cfg.init_random_frames, 1) // cfg.frames_per_batch
+    n_updates = max(n_updates * cfg.num_updates, 1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optim, lambda i: max(1.0 - i / n_updates, 0.0) if cfg.anneal_lr else 1.0
+    )
     storage = LazyTensorStorage(cfg.buffer_size)
     if cfg.prioritized:
         buffer = TensorDictPrioritizedReplayBuffer(
@@ -143,84 +128,43 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         )
     else:
         buffer = TensorDictReplayBuffer(storage=storage, batch_size=cfg.batch_size)
-    collector = Collector(
-        env,
-        policy,
-        frames_per_batch=cfg.frames_per_batch,
-        total_frames=cfg.total_frames,
-        init_random_frames=cfg.init_random_frames,
-    )
 
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
-    if state is not None:
-        loss_fn.load_state_dict(state["loss"])
-        optim.load_state_dict(state["optim"])
-        greedy.load_state_dict(state["greedy"])
-        updater.counter = state["updater_counter"]
-        load_buffer_state_dict(buffer, state["buffer"])
-        collector.load_state_dict(state["collector"])
-    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
-    clock = Stopwatch(wall)
+    def update(sample: TensorDictBase) -> dict[str, object]:
+        loss = loss_fn(sample)["loss"]
+        optim.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+        optim.step()
+        schedule.step()
+        updater.step()
+        if cfg.prioritized:
+            buffer.update_tensordict_priority(sample)  # the loss wrote td_error into sample
+        return {"loss": loss, "epsilon": greedy.eps, "lr": schedule.get_last_lr()[0]}
 
-    for batch in collector:
-        frames += batch.numel()
-        # what the loss reads; random-action batches carry no Q-values, later ones do
-        buffer.extend(batch.reshape(-1).select("observation", "action", "next"))
-        greedy.step(batch.numel())
-        logger.log_episodes(frames, batch)
-        if frames >= cfg.init_random_frames:
-            for _ in range(cfg.num_updates):
-                sample = buffer.sample()
-                loss = loss_fn(sample)["loss"]
-                optim.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
-                optim.step()
-                updater.step()
-                if cfg.prioritized:
-                    buffer.update_tensordict_priority(sample)
-            logger.log(frames, loss=loss.item(), epsilon=greedy.eps.item())
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            eval_return = evaluate(eval_env, qvalue, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
-        if frames >= next_ckpt or stop:
-            while next_ckpt <= frames:
-                next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    "greedy": greedy.state_dict(),
-                    "updater_counter": updater.counter,
-                    "buffer": buffer_state_dict(buffer),
-                    "collector": collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if stop:
-            break
-    return finish_run(
-        collector,
-        logger,
-        clock,
-        out,
+    run = OffPolicyRun(
         algo="dqn",
-        env=cfg.env,
-        frames=frames,
-        eval_return=eval_return,
+        collector=Collector(
+            env,
+            TensorDictSequential(qvalue, greedy),
+            frames_per_batch=cfg.frames_per_batch,
+            total_frames=cfg.total_frames,
+            init_random_frames=cfg.init_random_frames,
+        ),
+        buffer=buffer,
+        update=update,
+        num_updates=cfg.num_updates,
+        eval_env=make_env(cfg),
+        eval_policy=qvalue,
+        stateful={
+            "loss": loss_fn,
+            "optim": optim,
+            "schedule": schedule,
+            "greedy": greedy,
+            "updater": AttrState(updater, "counter"),
+        },
+        on_batch=lambda batch: greedy.step(batch.numel()),
     )
+    return train_off_policy(cfg, run)
 
 
 if __name__ == "__main__":

@@ -17,19 +17,12 @@ restart from fresh episodes, and asynchronous collection is not reproducible by 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
 import torch
-from tensordict import TensorDict
-from tensordict.nn import TensorDictModule
-from torch import nn
-from torch.distributions import Categorical
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
@@ -43,6 +36,10 @@ from _common import (
     save_checkpoint,
     seed_everything,
 )
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
 
 from rl_collectors import MultiAsyncCollector
 from rl_envs import Compose, GymEnv, RewardSum, StepCounter, TransformedEnv
@@ -182,13 +179,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         with torch.no_grad():
             vtrace(data)
         losses = loss_fn(data.reshape(-1))
+        diagnostics = {
+            k: v.item() for k, v in losses.items() if isinstance(v, torch.Tensor) and v.numel() == 1
+        }
         total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
         optim.zero_grad()
         total.backward()
         nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
         optim.step()
         collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), policy_lag=lag.item())
+        logger.log(frames, loss=total.item(), policy_lag=lag.item(), **diagnostics)
         if frames >= next_eval:
             next_eval += cfg.eval_every
             eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)

@@ -12,20 +12,15 @@ Also tested on HalfCheetah-v5 and CartPole-v1 (``--env CartPole-v1``).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
-from tensordict.nn import TensorDictModule
-from torch import nn
-from torch.distributions import Categorical
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
+    ScalarMeans,
     Stopwatch,
     counters_state,
     evaluate,
@@ -36,6 +31,9 @@ from _common import (
     save_checkpoint,
     seed_everything,
 )
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
 
 from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
 from rl_collectors import Collector
@@ -217,6 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
+    diagnostics = ScalarMeans()  # the loss's clip fraction, KL, explained variance, entropy, ...
 
     for batch in collector:
         frames += batch.numel()
@@ -228,6 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             buffer.extend(batch.reshape(-1))
             for minibatch in buffer:
                 losses = loss_fn(minibatch)
+                diagnostics.add(losses)
                 total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
                 optim.zero_grad()
                 total.backward()
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         vecnorm.frozen = False
         schedule.step()
         collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0])
+        logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
         if frames >= next_eval:
             next_eval += cfg.eval_every
             eval_vecnorm.load_state_dict(vecnorm.state_dict())

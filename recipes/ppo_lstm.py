@@ -15,21 +15,15 @@ epoch replays whole ``[envs, steps]`` sequences in sequence mode from the stored
 from __future__ import annotations
 
 import importlib
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-from torch.distributions import Categorical
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
+    ScalarMeans,
     Stopwatch,
     counters_state,
     evaluate,
@@ -40,6 +34,10 @@ from _common import (
     save_checkpoint,
     seed_everything,
 )
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+from torch.distributions import Categorical
 
 from rl_collectors import Collector
 from rl_envs import (
@@ -230,6 +228,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
+    diagnostics = ScalarMeans()  # the loss's clip fraction, KL, explained variance, entropy, ...
 
     for batch in collector:
         frames += batch.numel()
@@ -241,6 +240,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             for rows in torch.randperm(envs).chunk(cfg.num_minibatches):
                 with mode(True):
                     losses = loss_fn(batch[rows])
+                diagnostics.add(losses)
                 total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
                 optim.zero_grad()
                 total.backward()
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                 optim.step()
         schedule.step()
         collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0])
+        logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
         if frames >= next_eval:
             next_eval += cfg.eval_every
             eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)

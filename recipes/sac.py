@@ -12,31 +12,15 @@ batch 256, tau 0.005, one gradient step per frame), with 5k random frames before
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import torch
+from _common import RunConfig, parse_config, seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
 from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    buffer_state_dict,
-    counters_state,
-    evaluate,
-    finish_run,
-    load_buffer_state_dict,
-    load_checkpoint,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-)
 
 from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
 from rl_collectors import Collector
@@ -115,7 +99,6 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     env = make_env(cfg)
@@ -142,86 +125,45 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     buffer = TensorDictReplayBuffer(
         storage=LazyTensorStorage(cfg.buffer_size), batch_size=cfg.batch_size
     )
-    collector = Collector(
-        env,
-        actor,
-        frames_per_batch=cfg.frames_per_batch,
-        total_frames=cfg.total_frames,
-        init_random_frames=cfg.init_random_frames,
-    )
-    num_updates = int(cfg.frames_per_batch * cfg.utd_ratio)
 
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
-    if state is not None:
-        loss_fn.load_state_dict(state["loss"])
-        for optim, optim_state in zip(optims, state["optims"], strict=True):
-            optim.load_state_dict(optim_state)
-        load_buffer_state_dict(buffer, state["buffer"])
-        collector.load_state_dict(state["collector"])
-    frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
-    clock = Stopwatch(wall)
+    def update(sample: TensorDictBase) -> dict[str, torch.Tensor]:
+        losses = loss_fn(sample)
+        total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
+        for optim in optims:
+            optim.zero_grad()
+        total.backward()  # each loss moves only its own parameters
+        for optim in optims:
+            optim.step()
+        updater.step()
+        return {
+            "loss_actor": losses["loss_actor"],
+            "loss_qvalue": losses["loss_qvalue"],
+            "alpha": losses["alpha"],
+            "entropy": losses["entropy"],
+        }
 
-    for batch in collector:
-        frames += batch.numel()
-        # what the loss reads; random-action batches carry no loc/scale, later ones do
-        buffer.extend(batch.reshape(-1).select("observation", "action", "next"))
-        logger.log_episodes(frames, batch)
-        if frames >= cfg.init_random_frames:
-            for _ in range(num_updates):
-                losses = loss_fn(buffer.sample())
-                total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
-                for optim in optims:
-                    optim.zero_grad()
-                total.backward()  # each loss moves only its own parameters
-                for optim in optims:
-                    optim.step()
-                updater.step()
-            logger.log(
-                frames,
-                loss_actor=losses["loss_actor"].item(),
-                loss_qvalue=losses["loss_qvalue"].item(),
-                alpha=losses["alpha"].item(),
-                entropy=losses["entropy"].item(),
-            )
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
-        if frames >= next_ckpt or stop:
-            while next_ckpt <= frames:
-                next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optims": [optim.state_dict() for optim in optims],
-                    "buffer": buffer_state_dict(buffer),
-                    "collector": collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if stop:
-            break
-    return finish_run(
-        collector,
-        logger,
-        clock,
-        out,
+    run = OffPolicyRun(
         algo="sac",
-        env=cfg.env,
-        frames=frames,
-        eval_return=eval_return,
+        collector=Collector(
+            env,
+            actor,
+            frames_per_batch=cfg.frames_per_batch,
+            total_frames=cfg.total_frames,
+            init_random_frames=cfg.init_random_frames,
+        ),
+        buffer=buffer,
+        update=update,
+        num_updates=int(cfg.frames_per_batch * cfg.utd_ratio),
+        eval_env=eval_env,
+        eval_policy=actor,
+        stateful={
+            "loss": loss_fn,
+            "optim_actor": optim_actor,
+            "optim_critic": optim_critic,
+            "optim_alpha": optim_alpha,
+        },
     )
+    return train_off_policy(cfg, run)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ def test_help_lists_every_field_with_its_doc(name: str, capsys: pytest.CaptureFi
 
 
 RESUME_CASES = {
-    "dqn": ["--smoke", "--prioritized"],
+    # a learning-rate schedule spans the planned run (as for ppo below)
+    "dqn": ["--smoke", "--prioritized", "--anneal-lr", "false"],
     # on-policy, with a vector env stepped mid-episode at the checkpoint; a learning-rate
     # schedule spans the planned run, so the halves below would plan different schedules
     "ppo": ["--smoke", "--anneal-lr", "false"],

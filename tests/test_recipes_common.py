@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import math
 import random
 import sys
 from dataclasses import dataclass
@@ -218,12 +219,50 @@ def test_finish_run_closes_plots_and_writes_the_summary(
 def test_counters_state_round_trips_through_run_counters() -> None:
     cfg = common.RunConfig(eval_every=10, checkpoint_every=20)
     fresh = common.run_counters(cfg)
-    assert fresh[:2] == (0, 0.0) and fresh[3:] == (10, 20)
+    assert (fresh.frames, fresh.wall, fresh.next_eval, fresh.next_ckpt) == (0, 0.0, 10, 20)
+    assert math.isnan(fresh.eval_return)
     saved = common.counters_state(
         cfg, frames=30, wall=1.5, eval_return=4.0, next_eval=40, next_ckpt=40
     )
     assert saved["config"]["checkpoint_every"] == 20
-    assert common.run_counters(cfg, saved) == (30, 1.5, 4.0, 40, 40)
+    resumed = common.run_counters(cfg, saved)
+    assert resumed == common.RunCounters(
+        frames=30, wall=1.5, eval_return=4.0, next_eval=40, next_ckpt=40
+    )
+    frames, wall, eval_return, next_eval, next_ckpt = resumed  # the older tuple unpacking
+    assert (frames, wall, eval_return, next_eval, next_ckpt) == (30, 1.5, 4.0, 40, 40)
+
+
+def test_attr_state_checkpoints_plain_attributes() -> None:
+    from types import SimpleNamespace
+
+    counter = SimpleNamespace(updates=3, other=1)
+    state = common.AttrState(counter, "updates")
+    saved = state.state_dict()
+    counter.updates = 99
+    state.load_state_dict(saved)
+    assert counter.updates == 3 and saved == {"updates": 3}
+    with pytest.raises(AttributeError, match=r"no attribute\(s\) \['missing'\]"):
+        common.AttrState(counter, "missing")
+
+
+def test_scalar_means_average_the_scalar_entries_of_each_minibatch() -> None:
+    from tensordict import TensorDict
+
+    means = common.ScalarMeans()
+    for kl, clip in ((0.1, 0.0), (0.2, 0.5), (0.6, 0.1)):
+        out = TensorDict(
+            {
+                "kl_approx": torch.tensor(kl),
+                "clip_fraction": torch.tensor(clip),
+                "per_sample": torch.ones(3),  # not a scalar: not logged
+            }
+        )
+        means.add(out)
+    got = means.pop()
+    assert got.keys() == {"kl_approx", "clip_fraction"}
+    assert got["kl_approx"] == pytest.approx(0.3) and got["clip_fraction"] == pytest.approx(0.2)
+    assert means.pop() == {}
 
 
 def test_log_episodes_logs_the_mean_return_of_finished_episodes_only(tmp_path: Path) -> None:
