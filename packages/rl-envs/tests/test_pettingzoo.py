@@ -4,6 +4,7 @@ done flags, action masks, agents that leave mid-episode, errors."""
 from __future__ import annotations
 
 import functools
+import io
 from typing import ClassVar
 
 import numpy as np
@@ -15,7 +16,7 @@ gymnasium = pytest.importorskip("gymnasium")
 simple_spread_v3 = pytest.importorskip("mpe2.simple_spread_v3")
 simple_adversary_v3 = pytest.importorskip("mpe2.simple_adversary_v3")
 
-from rl_envs import check_env_specs  # noqa: E402
+from rl_envs import check_env_specs, step_mdp  # noqa: E402
 from rl_envs.libs.marl import MarlGroupMapType  # noqa: E402
 from rl_envs.libs.pettingzoo import PettingZooEnv, PettingZooWrapper  # noqa: E402
 
@@ -77,7 +78,8 @@ class Leaving(pettingzoo.ParallelEnv):
 
 def _spread(**kw):
     kw.setdefault("group_map", MarlGroupMapType.ALL_IN_ONE_GROUP)
-    return PettingZooEnv("simple_spread_v3", parallel=True, N=N, max_cycles=4, seed=0, **kw)
+    kw.setdefault("max_cycles", 4)
+    return PettingZooEnv("simple_spread_v3", parallel=True, N=N, seed=0, **kw)
 
 
 # ----------------------------------------------------------------------- parallel (MPE)
@@ -341,3 +343,32 @@ def test_action_mask_from_info():
     t = torch.arange(4)
     assert torch.equal(out["walker", "action"], (t % 3).unsqueeze(-1).expand(4, 3))
     check_env_specs(env)
+
+
+@pytest.mark.parametrize("which", ["spread", "tictactoe"])
+def test_get_set_state_resume_is_bit_identical(which):
+    def make():
+        return _spread() if which == "spread" else _ttt()  # 12 steps cross resets
+
+    env = make()
+    keys = {"reward_keys": env.reward_keys, "action_keys": env.action_keys}
+    torch.manual_seed(0)
+    root = step_mdp(env.rollout(3, break_when_any_done=False)[..., -1], **keys)
+    buf = io.BytesIO()
+    torch.save({"env": env.get_state(), "root": root}, buf)
+    torch.manual_seed(1)
+    ref = env.rollout(12, auto_reset=False, tensordict=root, break_when_any_done=False)
+    buf.seek(0)
+    ckpt = torch.load(buf, weights_only=False)
+    fresh = make()
+    fresh.rollout(2)  # the fresh env's own episode is replaced by the saved one
+    fresh.set_state(ckpt["env"])
+    torch.manual_seed(1)
+    got = fresh.rollout(12, auto_reset=False, tensordict=ckpt["root"], break_when_any_done=False)
+    for key in ref.keys(True, True):
+        assert torch.equal(ref[key], got[key]), key
+
+
+def test_set_state_from_other_agents_is_refused():
+    with pytest.raises(ValueError, match="this one has"):
+        _spread().set_state(_ttt().get_state())

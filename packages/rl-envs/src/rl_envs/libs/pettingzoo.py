@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -603,6 +604,46 @@ class PettingZooWrapper(EnvBase):
         self.seed = seed
         self._reset_env(seed=seed)
 
+    # ----------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """The exact state: each PettingZoo layer's attributes, pickled (RNGs included), and
+        the wrapper's per-episode flags of agents that left.
+
+        Example:
+            >>> env = PettingZooEnv("simple_spread_v3", parallel=True, N=2, seed=0)
+            >>> state = env.get_state()
+            >>> env.set_state(state)
+        """
+        return {
+            "env_class": type(self).__name__,
+            "possible_agents": list(self.possible_agents),
+            "layers": {path: pickle.dumps(own) for path, own in _layer_states(self._env)},
+            "last_flags": dict(self._last_flags),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`get_state` result (into an env built the same way).
+
+        Raises:
+            ValueError: the state comes from an env with other agents.
+        """
+        if state.get("possible_agents") != self.possible_agents:
+            raise ValueError(
+                f"{type(self).__name__}.set_state(): the state comes from an env with agents "
+                f"{state.get('possible_agents')}, this one has {self.possible_agents}. "
+                "Restore into an env built the same way."
+            )
+        layers = dict(_layer_states(self._env))
+        if set(layers) != set(state["layers"]):
+            raise ValueError(
+                f"{type(self).__name__}.set_state(): the saved wrapper chain "
+                f"{sorted(state['layers'])} differs from this env's {sorted(layers)}. Restore "
+                "into an env built the same way."
+            )
+        for path, blob in state["layers"].items():
+            vars(_layer_at(self._env, path)).update(pickle.loads(blob))
+        self._last_flags = dict(state["last_flags"])
+
     def close(self) -> None:
         """Closes the PettingZoo env."""
         self._env.close()
@@ -613,6 +654,41 @@ class PettingZooWrapper(EnvBase):
             f"{type(self).__name__}({kind}, n_agents={len(self.possible_agents)}, "
             f"groups={list(self.group_map)}, device={self.device})"
         )
+
+
+def _is_pz_env(value: Any) -> bool:
+    envs = _import_pettingzoo().utils.env
+    return isinstance(value, (envs.AECEnv, envs.ParallelEnv))
+
+
+def _layer_states(env: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict]]:
+    """Each layer of a PettingZoo wrapper chain with its own attributes (links excluded).
+
+    PettingZoo's wrappers forward attribute reads to the env they wrap, which breaks
+    unpickling a chain as a whole; each layer's own ``__dict__`` pickles on its own
+    (attributes that cannot be pickled, i.e. rendering handles, are left out).
+    """
+    own = {k: v for k, v in vars(env).items() if not _is_pz_env(v) and _picklable(v)}
+    out = [(path, own)]
+    for name, value in vars(env).items():
+        if _is_pz_env(value):
+            out += _layer_states(value, (*path, name))
+    return out
+
+
+def _picklable(value: Any) -> bool:
+    """Rendering handles (pygame surfaces, fonts) do not pickle; they hold no game state."""
+    try:
+        pickle.dumps(value)
+    except (TypeError, AttributeError, pickle.PicklingError):
+        return False
+    return True
+
+
+def _layer_at(env: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        env = vars(env)[name]
+    return env
 
 
 def _default_parallel_group_map(agent_names: Sequence[str]) -> dict[str, list[str]]:
