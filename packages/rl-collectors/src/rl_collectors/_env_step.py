@@ -34,11 +34,13 @@ def step_mdp(
 ) -> TensorDictBase:
     """Build the input of the next step from a transition (docs/contract.md, section 1).
 
-    The contents of ``"next"`` move to the root, rewards left out. The old root's other
-    entries (policy outputs, state keys) are kept where ``"next"`` has no entry of the
-    same key; its actions and rewards are dropped. This is ``rl_envs.step_mdp`` (and
-    TorchRL's) with its defaults, so a collector carries the same root into the next
-    batch whether the env's rollout or the collector's step loop built it.
+    The contract ``rl_envs.step_mdp`` states (this package cannot import it): the result
+    holds (1) every entry of ``"next"`` except the reward keys, and (2) every other root
+    entry except ``"next"``, the action keys and the reward keys, wherever (1) holds no
+    entry of the same key (``"next"`` wins; sub-TensorDicts merge leaf by leaf). Entries
+    a policy writes at the root are kept. So a collector carries the same root into the
+    next batch whether the env's rollout or the collector's step loop built it
+    (tests/test_collector_root_carry.py checks both copies agree).
 
     Args:
         tensordict: a transition holding a ``"next"`` sub-TensorDict.

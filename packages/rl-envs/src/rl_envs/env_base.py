@@ -99,6 +99,7 @@ from tensordict.utils import NestedKey
 from rl_envs import _checks
 from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.specs import Categorical, Composite, Unbounded
+from rl_envs.utils import step_mdp
 
 __all__ = ["EnvBase", "keep_preset_next"]
 
@@ -156,6 +157,11 @@ class EnvBase(torch.nn.Module):
     contract (docs/contract.md, "Rollouts"): collectors that see it non-``None`` build
     every next root with ``step_and_maybe_reset``. ``_post_step_mdp_hooks`` (TorchRL's
     name) reads and writes the same attribute."""
+
+    transformed_env_class: type[EnvBase] | None = None
+    """The class :meth:`append_transform` wraps an env in: ``rl_envs.TransformedEnv``,
+    which sets it when its module is imported (``import rl_envs`` does), so that this
+    module does not import ``transformed_env`` (which imports it: no cycle)."""
 
     rollout_backends: tuple[RolloutBackend, ...] = ()
     """The fast rollout loops of this env class, tried in order by ``rollout(backend=
@@ -593,7 +599,7 @@ class EnvBase(torch.nn.Module):
         self, tensordict: TensorDictBase
     ) -> tuple[TensorDictBase, TensorDictBase]:
         tensordict = self._step_unchecked(tensordict)
-        root = _next_root(tensordict, self.reward_keys, self.action_keys)
+        root = step_mdp(tensordict, reward_keys=self.reward_keys, action_keys=self.action_keys)
         hooks = self.post_step_mdp_hooks
         if hooks is not None:
             tensordict, root = hooks(tensordict, root)
@@ -676,9 +682,10 @@ class EnvBase(torch.nn.Module):
             >>> type(env).__name__, "step_count" in env.rollout(2).keys()
             ('TransformedEnv', True)
         """
-        from rl_envs.transformed_env import TransformedEnv  # it imports this module
-
-        return TransformedEnv(self).append_transform(transform)
+        wrapper = EnvBase.transformed_env_class
+        if wrapper is None:  # pragma: no cover - rl_envs/__init__ imports transformed_env
+            raise RuntimeError("append_transform(): import rl_envs (TransformedEnv) first.")
+        return wrapper(self).append_transform(transform)
 
     def rollout(
         self,
@@ -783,32 +790,3 @@ def _merge_partial(
         m = mask.reshape(*mask.shape, *([1] * (value.ndim - batch_ndim)))
         new.set(key, torch.where(m, value, old))
     return new
-
-
-def _next_root(
-    tensordict: TensorDictBase, reward_keys: list[NestedKey], action_keys: list[NestedKey]
-) -> TensorDictBase:
-    """``step_mdp(tensordict, reward_keys=..., action_keys=...)`` with a flat fast path.
-
-    When the reward and action keys are plain strings and every root entry to carry
-    over is a plain tensor, the root's other entries are read at the top level only;
-    otherwise (nested keys, sub-TensorDicts) this defers to the generic ``step_mdp``.
-    The result is the same either way.
-    """
-    from rl_envs.utils import step_mdp
-
-    flat = type(tensordict) is TensorDict and all(
-        isinstance(key, str) for key in (*reward_keys, *action_keys)
-    )
-    if flat:
-        skip = {"next", *reward_keys, *action_keys}
-        carried = [(key, value) for key, value in tensordict.items() if key not in skip]
-        flat = all(type(value) is torch.Tensor for _, value in carried)
-    if not flat:
-        return step_mdp(tensordict, reward_keys=reward_keys, action_keys=action_keys)
-    out = tensordict.get("next").exclude(*reward_keys)
-    present = set(out.keys())
-    for key, value in carried:
-        if key not in present:
-            out.set(key, value)
-    return out

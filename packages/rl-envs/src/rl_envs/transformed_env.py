@@ -313,3 +313,4 @@ def _run(
 
 
 TransformedEnv.rollout_backends = (RolloutBackend("transformed", _supports, _run),)
+EnvBase.transformed_env_class = TransformedEnv  # what EnvBase.append_transform wraps in

@@ -332,13 +332,15 @@ class Transform(nn.Module):
         self.__dict__["_container"] = None
 
     def _env_and_index(self) -> tuple[TransformedEnv | None, list[Transform]]:
-        """The enclosing TransformedEnv and the transforms that come before this one."""
-        from rl_envs.transforms.compose import Compose
+        """The enclosing TransformedEnv and the transforms that come before this one.
 
+        A container that is itself a ``Transform`` is a ``Compose`` (the only transform
+        holding others); the first one that is not is the env.
+        """
         preceding: list[Transform] = []
         node: Transform = self
         container = node.container
-        while isinstance(container, Compose):
+        while isinstance(container, Transform):
             index = next(i for i, t in enumerate(container.transforms) if t is node)
             preceding = list(container.transforms[:index]) + preceding
             node = container
@@ -352,15 +354,12 @@ class Transform(nn.Module):
         It is a new ``TransformedEnv`` holding the base env and clones of the
         preceding transforms: use it to read specs or roll out, not to edit the stack.
         """
-        from rl_envs.transformed_env import TransformedEnv
-        from rl_envs.transforms.compose import Compose
-
         env, preceding = self._env_and_index()
         if env is None:
             return None
-        return TransformedEnv(
-            env.base_env, Compose(*[t.clone() for t in preceding]), auto_unwrap=False
-        )
+        # the env's own classes: this module imports neither TransformedEnv nor Compose
+        stack = type(env.transform)(*[t.clone() for t in preceding])
+        return type(env)(env.base_env, stack, auto_unwrap=False)
 
     def _invalidate_specs(self) -> None:
         """Tells the enclosing env that this transform's specs changed."""
