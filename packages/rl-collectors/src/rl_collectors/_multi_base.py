@@ -124,6 +124,65 @@ def _per_worker(name: str, value: Any, num_workers: int) -> list[Any]:
     return list(value)
 
 
+def _worker_envs(
+    create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
+    num_workers: int | None,
+    create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None,
+) -> tuple[list[Callable[..., Any]], list[dict[str, Any]]]:
+    """One picklable env constructor and one kwargs dict per worker.
+
+    Raises:
+        ValueError: no worker, or counts that disagree.
+        TypeError: an entry that is neither an env instance nor a constructor.
+    """
+    env_fns = list(create_env_fn) if isinstance(create_env_fn, Sequence) else None
+    if env_fns is None:
+        if num_workers is None:
+            raise ValueError(
+                "pass a list of env constructors (one per worker) or one constructor and num_workers."
+            )
+        env_fns = [create_env_fn] * num_workers
+    elif num_workers is not None and num_workers != len(env_fns):
+        raise ValueError(
+            f"num_workers={num_workers} but {len(env_fns)} env constructors were given."
+        )
+    if not env_fns:
+        raise ValueError("a multiprocess collector needs at least one worker.")
+    for fn in env_fns:
+        if not callable(fn) and not is_env_instance(fn):
+            raise TypeError(
+                "each worker needs an env: pass an env instance (sent to the worker by "
+                "pickling) or a picklable constructor (a class, a function, "
+                f"functools.partial, EnvCreator); got {type(fn).__name__}."
+            )
+    env_fns = [
+        _env_for_worker(fn) if is_env_instance(fn) else _picklable_constructor(fn) for fn in env_fns
+    ]
+    if isinstance(create_env_kwargs, Sequence):
+        env_kwargs = [dict(k) for k in create_env_kwargs]
+    else:
+        env_kwargs = [dict(create_env_kwargs or {}) for _ in env_fns]
+    if len(env_kwargs) != len(env_fns):
+        raise ValueError(f"{len(env_kwargs)} create_env_kwargs for {len(env_fns)} workers.")
+    return env_fns, env_kwargs
+
+
+def _common_storing_device(devices: dict[str, list[DeviceLike]]) -> torch.device:
+    """The one device the workers' batches are gathered on (``storing_device``, else ``device``,
+    else CPU); workers whose storing devices differ raise a ``ValueError``."""
+    storing = {
+        torch.device(s or d or "cpu")
+        for s, d in zip(devices["storing_device"], devices["device"], strict=True)
+    }
+    if len(storing) > 1:
+        raise ValueError(
+            f"the workers' batches are gathered on one device, but their storing devices "
+            f"differ ({sorted(map(str, storing))}); give every worker the same "
+            "storing_device (policy and env devices may differ per worker)."
+        )
+    return storing.pop()
+
+
 class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
@@ -168,36 +227,7 @@ class _MultiCollectorBase:
             postproc=postproc,
         )
         self._closed = True  # until the workers exist
-        env_fns = list(create_env_fn) if isinstance(create_env_fn, Sequence) else None
-        if env_fns is None:
-            if num_workers is None:
-                raise ValueError(
-                    "pass a list of env constructors (one per worker) or one constructor and num_workers."
-                )
-            env_fns = [create_env_fn] * num_workers
-        elif num_workers is not None and num_workers != len(env_fns):
-            raise ValueError(
-                f"num_workers={num_workers} but {len(env_fns)} env constructors were given."
-            )
-        if not env_fns:
-            raise ValueError("a multiprocess collector needs at least one worker.")
-        for fn in env_fns:
-            if not callable(fn) and not is_env_instance(fn):
-                raise TypeError(
-                    "each worker needs an env: pass an env instance (sent to the worker by "
-                    "pickling) or a picklable constructor (a class, a function, "
-                    f"functools.partial, EnvCreator); got {type(fn).__name__}."
-                )
-        env_fns = [
-            _env_for_worker(fn) if is_env_instance(fn) else _picklable_constructor(fn)
-            for fn in env_fns
-        ]
-        if isinstance(create_env_kwargs, Sequence):
-            env_kwargs = [dict(k) for k in create_env_kwargs]
-        else:
-            env_kwargs = [dict(create_env_kwargs or {}) for _ in env_fns]
-        if len(env_kwargs) != len(env_fns):
-            raise ValueError(f"{len(env_kwargs)} create_env_kwargs for {len(env_fns)} workers.")
+        env_fns, env_kwargs = _worker_envs(create_env_fn, num_workers, create_env_kwargs)
         self.num_workers = len(env_fns)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -218,43 +248,45 @@ class _MultiCollectorBase:
                 ("env_device", env_device),
             )
         }
-        storing = {
-            torch.device(s or d or "cpu")
-            for s, d in zip(devices["storing_device"], devices["device"], strict=True)
-        }
-        if len(storing) > 1:
-            raise ValueError(
-                f"the workers' batches are gathered on one device, but their storing devices "
-                f"differ ({sorted(map(str, storing))}); give every worker the same "
-                "storing_device (policy and env devices may differ per worker)."
-            )
-        self.storing_device = storing.pop()
+        self.storing_device = _common_storing_device(devices)
         self._frames = 0
         self._iter = 0
         self._iterator: Iterator[TensorDictBase | None] | None = None
         self.last_timings: BatchTimings | None = None
         self.worker_timings: list[BatchTimings | None] = [None] * self.num_workers
-
         self._context = _context(mp_start_method)
         self._weights = (
             SharedWeights(policy, self._context) if isinstance(policy, nn.Module) else None
         )
-        policy_bytes = _dumps(policy) if policy is not None else None
-        worker_random = math.ceil((init_random_frames or 0) / self.num_workers)
         collector_kwargs = {
             "max_frames_per_traj": max_frames_per_traj,
-            "init_random_frames": worker_random,
+            "init_random_frames": math.ceil((init_random_frames or 0) / self.num_workers),
             "reset_at_each_iter": reset_at_each_iter,
             "exploration_type": resolve_exploration_type(exploration_type),
             "storing_device": "cpu",
         }
-        self._conns: list[Any] = []
-        self._procs: list[Any] = []
-        self._stops: list[Any] = []
-        self._buffers: list[TensorDictBase | None] = [None] * self.num_workers
-        self._closed = False
-        for index, (fn, kwargs) in enumerate(zip(env_fns, env_kwargs, strict=True)):
-            spec = WorkerSpec(
+        specs = self._worker_specs(env_fns, env_kwargs, devices, collector_kwargs, num_sub_threads)
+        self._start_workers(specs)
+        self.env_batch_size = self._await_env_batch_size()
+        self._env_numel = self.env_batch_size.numel()
+        try:
+            self._check_frames()
+        except ValueError:
+            self.shutdown()
+            raise
+
+    def _worker_specs(
+        self,
+        env_fns: list[Callable[..., Any]],
+        env_kwargs: list[dict[str, Any]],
+        devices: dict[str, list[DeviceLike]],
+        collector_kwargs: dict[str, Any],
+        num_threads: int,
+    ) -> list[WorkerSpec]:
+        """What each worker builds: its env, the policy (pickled once) and its collector."""
+        policy_bytes = _dumps(self.policy) if self.policy is not None else None
+        return [
+            WorkerSpec(
                 index=index,
                 num_workers=self.num_workers,
                 create_env_fn=fn,
@@ -267,15 +299,27 @@ class _MultiCollectorBase:
                     "policy_device": devices["policy_device"][index],
                     "env_device": devices["env_device"][index],
                 },
-                num_threads=num_sub_threads,
+                num_threads=num_threads,
                 preemptive=getattr(self, "_preempt", False),
             )
+            for index, (fn, kwargs) in enumerate(zip(env_fns, env_kwargs, strict=True))
+        ]
+
+    def _start_workers(self, specs: list[WorkerSpec]) -> None:
+        """Start one process per spec, each with a pipe and a stop flag; on a failed start,
+        stop those already started and raise."""
+        self._conns: list[Any] = []
+        self._procs: list[Any] = []
+        self._stops: list[Any] = []
+        self._buffers: list[TensorDictBase | None] = [None] * self.num_workers
+        self._closed = False
+        for spec in specs:
             parent_end, child_end = self._context.Pipe()
             stop = self._context.RawValue("b", 0)
             proc = self._context.Process(
                 target=worker_main,
                 args=(spec, child_end, self._weights, stop),
-                name=f"rl-collectors-worker-{index}",
+                name=f"rl-collectors-worker-{spec.index}",
                 daemon=True,
             )
             try:
@@ -287,7 +331,15 @@ class _MultiCollectorBase:
             self._conns.append(parent_end)
             self._procs.append(proc)
             self._stops.append(stop)
-        sizes = {}
+
+    def _await_env_batch_size(self) -> torch.Size:
+        """Each worker's first message: its env's batch size (or its configuration error).
+
+        Raises:
+            ValueError, TypeError: a worker's configuration error, or envs of different batch
+                sizes; every worker is stopped first.
+        """
+        sizes: dict[int, torch.Size] = {}
         for _ in range(self.num_workers):
             index, message = self._receive(set(range(self.num_workers)) - set(sizes))
             if message[0] == "config_error":
@@ -301,13 +353,7 @@ class _MultiCollectorBase:
                 f"the workers' envs have different batch sizes {dict(sorted(sizes.items()))}; "
                 "batches are stacked across workers, so every env must have the same batch_size."
             )
-        self.env_batch_size = sizes[0]
-        self._env_numel = self.env_batch_size.numel()
-        try:
-            self._check_frames()
-        except ValueError:
-            self.shutdown()
-            raise
+        return sizes[0]
 
     # -- hooks for the subclasses -----------------------------------------------------------
     def _worker_frames_per_batch(self) -> int:
