@@ -112,3 +112,18 @@ def test_bad_constructor_arguments():
     env = HalfCheetahEnv(num_envs=2)
     with pytest.raises(ValueError, match=r"reset\(qpos=...\) got shape \(3, 9\)"):
         env.reset(qpos=torch.zeros(3, 9), qvel=torch.zeros(2, 9))
+
+
+def test_rl_envs_imports_without_mujoco_and_the_env_names_the_extra():
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['mujoco'] = None\n"
+        "import rl_envs\n"
+        "try:\n"
+        "    rl_envs.HalfCheetahEnv()\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'rl-envs[mujoco]'" in done.stdout
