@@ -78,6 +78,25 @@ class RayCollectorWorker:
         self.collector.shutdown()
 
 
+def _actor_envs(
+    create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]], num_collectors: int | None
+) -> list[Callable[..., Any]]:
+    """One env constructor per actor.
+
+    Raises:
+        ValueError: neither a list nor ``num_collectors``, or no actor at all.
+    """
+    if isinstance(create_env_fn, Sequence):
+        env_fns = list(create_env_fn)
+    elif num_collectors is not None:
+        env_fns = [create_env_fn] * num_collectors
+    else:
+        raise ValueError("pass a list of env constructors or one constructor and num_collectors.")
+    if not env_fns:
+        raise ValueError("a RayCollector needs at least one actor.")
+    return env_fns
+
+
 class RayCollector:
     """Collect with Ray actors, synchronously (stacked ``[N, *B, T]``) or not (``[*B, T]``).
 
@@ -135,16 +154,7 @@ class RayCollector:
         check_options(split_trajs, flatten)
         self._closed = True
         ray = _import_ray()
-        if isinstance(create_env_fn, Sequence):
-            env_fns = list(create_env_fn)
-        elif num_collectors is not None:
-            env_fns = [create_env_fn] * num_collectors
-        else:
-            raise ValueError(
-                "pass a list of env constructors or one constructor and num_collectors."
-            )
-        if not env_fns:
-            raise ValueError("a RayCollector needs at least one actor.")
+        env_fns = _actor_envs(create_env_fn, num_collectors)
         self.num_collectors = len(env_fns)
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -162,12 +172,7 @@ class RayCollector:
         self._iter = 0
         self._iterator: Iterator[TensorDictBase | None] | None = None
         self._in_flight: dict[Any, tuple[int, int]] = {}
-        if sync and frames_per_batch % self.num_collectors:
-            raise ValueError(
-                f"frames_per_batch={frames_per_batch} is not a multiple of num_collectors="
-                f"{self.num_collectors}; with sync=True each actor collects an equal share."
-            )
-        worker_frames = frames_per_batch // self.num_collectors if sync else frames_per_batch
+        worker_frames = self._actor_frames_per_batch()
         if not ray.is_initialized():
             ray.init(**(ray_init_config or {}))
         self._ray = ray
@@ -181,44 +186,65 @@ class RayCollector:
             "exploration_type": resolve_exploration_type(exploration_type),
             "storing_device": "cpu",
         }
-        # cloudpickle (Ray's serialiser) so that policies defined in scripts travel too.
+        # cloudpickle (Ray's serialiser) so that policies defined in scripts travel too
         policy_bytes = ray.cloudpickle.dumps(policy) if policy is not None else None
-        actor_class = ray.remote(**(remote_config or {"num_cpus": 1}))(RayCollectorWorker)
-        self._actors = [
-            actor_class.remote(
-                WorkerSpec(
-                    index=index,
-                    num_workers=self.num_collectors,
-                    create_env_fn=fn,
-                    create_env_kwargs=dict(create_env_kwargs or {}),
-                    policy_bytes=policy_bytes,
-                    frames_per_batch=worker_frames,
-                    collector_kwargs=collector_kwargs,
-                    num_threads=num_sub_threads,
-                )
+        specs = [
+            WorkerSpec(
+                index=index,
+                num_workers=self.num_collectors,
+                create_env_fn=fn,
+                create_env_kwargs=dict(create_env_kwargs or {}),
+                policy_bytes=policy_bytes,
+                frames_per_batch=worker_frames,
+                collector_kwargs=collector_kwargs,
+                num_threads=num_sub_threads,
             )
             for index, fn in enumerate(env_fns)
         ]
+        self._start_actors(specs, remote_config)
+        self.env_batch_size = self._await_env_batch_size()
+        self._env_numel = self.env_batch_size.numel()
+        try:
+            self._check_frames()
+        except ValueError:
+            self.shutdown()
+            raise
+
+    def _actor_frames_per_batch(self) -> int:
+        """Frames each actor collects per call: an equal share with ``sync``, else a batch."""
+        if not self.sync:
+            return self.frames_per_batch
+        if self.frames_per_batch % self.num_collectors:
+            raise ValueError(
+                f"frames_per_batch={self.frames_per_batch} is not a multiple of num_collectors="
+                f"{self.num_collectors}; with sync=True each actor collects an equal share."
+            )
+        return self.frames_per_batch // self.num_collectors
+
+    def _start_actors(self, specs: list[WorkerSpec], remote_config: dict[str, Any] | None) -> None:
+        """One Ray actor per spec (``remote_config``: Ray's resource options, 1 CPU each)."""
+        actor_class = self._ray.remote(**(remote_config or {"num_cpus": 1}))(RayCollectorWorker)
+        self._actors = [actor_class.remote(spec) for spec in specs]
         self._closed = False
+
+    def _await_env_batch_size(self) -> torch.Size:
+        """The actors' common env batch size; actors whose envs differ raise a ``ValueError``."""
         sizes = self._get([actor.batch_size.remote() for actor in self._actors])
         if len(set(sizes)) != 1:
             self.shutdown()
             raise ValueError(
                 f"the actors' envs have different batch sizes {sizes}; they must match."
             )
-        self.env_batch_size = torch.Size(sizes[0])
-        self._env_numel = self.env_batch_size.numel()
-        unit = self._env_numel * (self.num_collectors if sync else 1)
-        try:
-            check_frames(
-                frames_per_batch,
-                total_frames,
-                unit,
-                f"actors x env batch {tuple(self.env_batch_size)}",
-            )
-        except ValueError:
-            self.shutdown()
-            raise
+        return torch.Size(sizes[0])
+
+    def _check_frames(self) -> None:
+        unit = self._env_numel * (self.num_collectors if self.sync else 1)
+        check_frames(
+            self.frames_per_batch,
+            self.total_frames,
+            unit,
+            f"actors x env batch {tuple(self.env_batch_size)}",
+        )
 
     def _get(self, refs: Any) -> Any:
         try:
