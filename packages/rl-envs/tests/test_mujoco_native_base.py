@@ -72,6 +72,16 @@ def test_check_env_specs(num_envs):
     check_env_specs(HalfCheetahEnv(num_envs=num_envs, seed=0, num_threads=1))
 
 
+def test_model_from_a_path_or_xml_path(tmp_path):
+    path = tmp_path / "arm.xml"
+    path.write_text(ARM)
+    a, b = Arm(path, num_envs=2, seed=0), Arm(xml_path=str(path), num_envs=2, seed=0)
+    assert a.model.nq == b.model.nq == 2
+    assert torch.equal(a.reset()["observation"], b.reset()["observation"])
+    m = mujoco.MjModel.from_xml_string(ARM)
+    assert Arm(m).model is m
+
+
 def test_specs_come_from_the_model():
     env = Arm(num_envs=3, seed=0)
     assert env.batch_size == torch.Size([3])

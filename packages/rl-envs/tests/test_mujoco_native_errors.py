@@ -48,6 +48,8 @@ def test_missing_file_and_missing_model():
         Task()
     with pytest.raises(TypeError, match=r"MJCF string, a path or a mujoco\.MjModel"):
         Task(123)
+    with pytest.raises(ValueError, match=r"either model=\.\.\. or xml_path="):
+        Task("<mujoco/>", xml_path="/a.xml")
 
 
 def test_wrong_action_size_raises_before_stepping():
@@ -85,6 +87,8 @@ def test_unknown_backend():
         HalfCheetahEnv(backend="bullet")
     with pytest.raises(ValueError, match="MuJoCo Warp needs NVIDIA's `warp`"):
         HalfCheetahEnv(backend="warp")
+    with pytest.raises(ValueError, match="TorchRL's default, a torch port"):
+        HalfCheetahEnv(backend="mujoco-torch")
 
 
 def test_missing_backend_names_the_extra(monkeypatch):

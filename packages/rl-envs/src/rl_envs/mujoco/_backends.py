@@ -45,4 +45,9 @@ def make_backend(
             f"backend={name!r} is not offered: MuJoCo Warp needs NVIDIA's `warp` package and a "
             "CUDA GPU, and was not built here. Use backend='mjx' (JAX) or 'mujoco'."
         )
+    if name == "mujoco-torch":
+        raise ValueError(
+            "backend='mujoco-torch' (TorchRL's default, a torch port of MuJoCo) is not offered "
+            "here; use backend='mujoco' (the C library, batched with threads) or 'mjx'."
+        )
     raise ValueError(f"Unknown physics backend {name!r}; expected one of {BACKENDS}.")

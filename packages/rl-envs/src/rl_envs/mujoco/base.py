@@ -70,6 +70,7 @@ class MujocoEnv(EnvBase):
         render_height: height of ``"pixels"``.
         camera_id: the camera that renders ``"pixels"`` (``-1``: the free camera).
         validate_actions: see :class:`~rl_envs.EnvBase`.
+        xml_path: TorchRL's name for a model given as a path (same as ``model``).
 
     Example:
         >>> xml = '''<mujoco><worldbody><body><joint name="h" type="hinge"/>
@@ -108,7 +109,11 @@ class MujocoEnv(EnvBase):
         render_height: int = 64,
         camera_id: int = 0,
         validate_actions: bool = False,
+        xml_path: str | Path | None = None,
     ) -> None:
+        if model is not None and xml_path is not None:
+            raise ValueError("Pass the model once: either model=... or xml_path=..., not both.")
+        model = model if model is not None else xml_path
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
         super().__init__(
