@@ -294,7 +294,8 @@ def plain_td3bc(pi, tpi, qs, tqs, td):
 def plain_bc(body, td):
     obs, act = td["observation"], td["action"]
     loc, scale = body[0](obs).chunk(2, -1)
-    return {"loss_bc": -D.Normal(loc, scale_of(scale)).log_prob(act).sum(-1).mean()}
+    # the distribution class the actor uses (an Independent Normal), as the loss must
+    return {"loss_bc": -D.Independent(D.Normal(loc, scale_of(scale)), 1).log_prob(act).mean()}
 
 
 def plain_crossq(body, qs, log_alpha, td):
@@ -542,11 +543,11 @@ def main() -> None:
     bench_iql(td, 6)
     bench_cql(td, 3)
     bench_td3bc(td, 6)
-    bench_bc(td, 10)
+    bench_bc(td, 30)
     bench_crossq(td, 6)
     bench_redq(td, 4)
     bench_gail(td, 6)
-    bench_discrete(6)
+    bench_discrete(10)
 
 
 if __name__ == "__main__":
