@@ -114,3 +114,48 @@ def test_crossq_errors():
     )
     with pytest.raises(ValueError, match="expected \\(16, 1\\)"):
         CrossQLoss(make_normal_actor(), bad)(transitions(8))
+
+
+@pytest.mark.parametrize("separate_losses", [False, True])
+def test_crossq_shared_trunk(separate_losses):
+    from tensordict.nn import (
+        NormalParamExtractor,
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictSequential,
+    )
+    from torch import distributions as D
+
+    def normal(loc, scale):
+        return D.Independent(D.Normal(loc, scale), 1)
+
+    common = TensorDictModule(nn.Linear(OBS, 8), ["observation"], ["hidden"])
+    actor = ProbabilisticTensorDictSequential(
+        common,
+        TensorDictModule(nn.Sequential(nn.Linear(8, 2 * ACT), NormalParamExtractor()),
+                         ["hidden"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=normal),
+    )  # fmt: skip
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.BatchNorm1d(8 + ACT), nn.Linear(8 + ACT, 1))
+
+        def forward(self, hidden, act):
+            return self.net(torch.cat([hidden, act], -1))
+
+    critic = TensorDictSequential(
+        common, TensorDictModule(Head(), ["hidden", "action"], ["state_action_value"])
+    )
+    loss = CrossQLoss(actor, critic, separate_losses=separate_losses, target_entropy=-2.0)
+    out = loss(transitions(8))
+    out["loss_qvalue"].backward()
+    trunk_grad = common.module.weight.grad
+    # the actor's trunk is never trained by the critic loss
+    assert trunk_grad is None
+    own = [p for p in loss.qvalue_network_params.values(True, True) if p.grad is not None]
+    assert own  # the critics' own parameters are
+    if not separate_losses:  # the critics hold a copy of the trunk, trained by their loss
+        assert loss.qvalue_network[0][0].module.weight is not common.module.weight
+        assert loss.qvalue_network[0][0].module.weight.grad is not None

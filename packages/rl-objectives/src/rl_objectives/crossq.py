@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -140,6 +141,14 @@ class CrossQLoss(LossModule):
             raise ValueError("CrossQLoss: max_alpha must be either None or greater than 0.")
         self.convert_to_functional(actor_network, "actor_network")
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
+        actor_ids = {id(p) for p in actor_network.parameters()}
+        if not separate_losses and any(id(p) in actor_ids for p in qnets.parameters()):
+            # as TorchRL: without separate_losses the critics get their own copy of a trunk
+            # they share with the actor (same values), trained by the critic loss only
+            qnets = nn.ModuleList(
+                copy.deepcopy(net) if any(id(p) in actor_ids for p in net.parameters()) else net
+                for net in qnets
+            )
         self.convert_to_functional(qnets, "qvalue_network")
         self.temperature = Temperature(alpha_init, min_alpha, max_alpha, fixed_alpha)
         self.num_qvalue_nets = num_qvalue_nets
@@ -153,6 +162,15 @@ class CrossQLoss(LossModule):
         self.scalar_output_mode = resolve_scalar_mode(
             "CrossQLoss", self.reduction, scalar_output_mode, "alpha, entropy"
         )
+
+    @property
+    def qvalue_network_params(self) -> TensorDictBase:
+        """The critics' parameters; with ``separate_losses``, those shared with the actor appear
+        detached (the critic loss does not train them, as TorchRL's expanded views)."""
+        params = self.network_params("qvalue_network")
+        if self.separate_losses:
+            return without_shared(params, [self.actor_network])
+        return params
 
     @property
     def log_alpha(self) -> torch.Tensor:
