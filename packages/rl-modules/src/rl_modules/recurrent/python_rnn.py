@@ -6,6 +6,8 @@ They hold the same parameters as ``nn.LSTM`` / ``nn.GRU`` (they subclass them, s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -50,6 +52,52 @@ def _layer_weights(rnn: nn.RNNBase, layer: int) -> list[torch.Tensor | None]:
         getattr(rnn, f"bias_ih_l{layer}", None),
         getattr(rnn, f"bias_hh_l{layer}", None),
     ]
+
+
+States = tuple[torch.Tensor, ...]
+Cell = Callable[..., States]
+
+
+def _lstm_step(x: torch.Tensor, state: States, *weights: torch.Tensor | None) -> States:
+    return lstm_cell(x, state[0], state[1], *weights)
+
+
+def _gru_step(x: torch.Tensor, state: States, *weights: torch.Tensor | None) -> States:
+    return (gru_cell(x, state[0], *weights),)
+
+
+def _unroll(
+    rnn: nn.RNNBase, input: torch.Tensor, hx: States | None, n_states: int, step: Cell
+) -> tuple[torch.Tensor, States]:
+    """Run every layer of ``rnn`` step by step through time.
+
+    Args:
+        rnn: the module holding the weights (``nn.LSTM`` / ``nn.GRU`` layout).
+        input: ``[N, T, F]`` (``[T, N, F]`` without ``batch_first``).
+        hx: the initial states, each ``[layers, N, H]``; zeros when ``None``.
+        n_states: states per layer (2 for an LSTM: ``h``, ``c``; 1 for a GRU).
+        step: ``step(x, state, *weights) -> state``, the hidden state first.
+
+    Returns:
+        the last layer's hidden states at every step, and the final states of every layer.
+    """
+    _check_input(rnn, input)
+    x = input if rnn.batch_first else input.transpose(0, 1)
+    if hx is None:
+        zeros = x.new_zeros(rnn.num_layers, x.shape[0], rnn.hidden_size)
+        hx = (zeros,) * n_states
+    states = list(zip(*(h.unbind(0) for h in hx), strict=True))
+    outputs = []
+    for t in range(x.shape[1]):
+        inp = x[:, t]
+        for layer in range(rnn.num_layers):
+            states[layer] = step(inp, states[layer], *_layer_weights(rnn, layer))
+            inp = states[layer][0]
+            if rnn.dropout and layer < rnn.num_layers - 1:
+                inp = F.dropout(inp, rnn.dropout, rnn.training)
+        outputs.append(inp)
+    out = torch.stack(outputs, 1 if rnn.batch_first else 0)
+    return out, tuple(torch.stack(per_state) for per_state in zip(*states, strict=True))
 
 
 def _check_input(rnn: nn.RNNBase, x: torch.Tensor) -> None:
@@ -116,25 +164,8 @@ class LSTM(nn.LSTM):
     def forward(  # type: ignore[override]
         self, input: torch.Tensor, hx: tuple[torch.Tensor, torch.Tensor] | None = None
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        _check_input(self, input)
-        x = input if self.batch_first else input.transpose(0, 1)
-        if hx is None:
-            zeros = x.new_zeros(self.num_layers, x.shape[0], self.hidden_size)
-            hx = (zeros, zeros)
-        hs, cs = list(hx[0].unbind(0)), list(hx[1].unbind(0))
-        outputs = []
-        for t in range(x.shape[1]):
-            inp = x[:, t]
-            for layer in range(self.num_layers):
-                hs[layer], cs[layer] = lstm_cell(
-                    inp, hs[layer], cs[layer], *_layer_weights(self, layer)
-                )
-                inp = hs[layer]
-                if self.dropout and layer < self.num_layers - 1:
-                    inp = F.dropout(inp, self.dropout, self.training)
-            outputs.append(inp)
-        out = torch.stack(outputs, 1 if self.batch_first else 0)
-        return out, (torch.stack(hs), torch.stack(cs))
+        out, (h, c) = _unroll(self, input, hx, 2, _lstm_step)
+        return out, (h, c)
 
 
 class GRU(nn.GRU):
@@ -190,21 +221,8 @@ class GRU(nn.GRU):
     def forward(  # type: ignore[override]
         self, input: torch.Tensor, hx: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        _check_input(self, input)
-        x = input if self.batch_first else input.transpose(0, 1)
-        if hx is None:
-            hx = x.new_zeros(self.num_layers, x.shape[0], self.hidden_size)
-        hs = list(hx.unbind(0))
-        outputs = []
-        for t in range(x.shape[1]):
-            inp = x[:, t]
-            for layer in range(self.num_layers):
-                hs[layer] = gru_cell(inp, hs[layer], *_layer_weights(self, layer))
-                inp = hs[layer]
-                if self.dropout and layer < self.num_layers - 1:
-                    inp = F.dropout(inp, self.dropout, self.training)
-            outputs.append(inp)
-        return torch.stack(outputs, 1 if self.batch_first else 0), torch.stack(hs)
+        out, (h,) = _unroll(self, input, None if hx is None else (hx,), 1, _gru_step)
+        return out, h
 
 
 class LSTMCell(nn.LSTMCell):
