@@ -316,6 +316,38 @@ def action_half_range(action_spec: Any) -> float:
     return float(((action_spec.space.high - action_spec.space.low) / 2).max())
 
 
+def make_base_env(env: str, num_envs: int = 1, **gym_kwargs: Any) -> Any:
+    """The recipes' base env from ``--env``: a Gymnasium id, or ``"module:Class"`` of a native env.
+
+    ``"rl_envs:HalfCheetahEnv"`` (any ``module:Class`` whose class takes ``num_envs``)
+    builds that batched env with ``batch_size=[num_envs]``, e.g. the native MuJoCo tasks
+    of ``rl_envs.mujoco``. Anything else is a Gymnasium id (Gymnasium's own
+    ``"module:EnvId"`` form included) given to ``GymEnv``, a vector env when
+    ``num_envs > 1``, with ``gym_kwargs``.
+
+    Example:
+        >>> make_base_env("rl_envs:HalfCheetahEnv", num_envs=2).batch_size
+        torch.Size([2])
+        >>> make_base_env("Pendulum-v1").batch_size
+        torch.Size([])
+    """
+    import importlib
+
+    module_name, _, attr = env.partition(":")
+    if attr:
+        try:
+            native = getattr(importlib.import_module(module_name), attr, None)
+        except ImportError:
+            native = None
+        if isinstance(native, type):
+            return native(num_envs=num_envs)
+    from rl_envs import GymEnv
+
+    if num_envs > 1:
+        return GymEnv(env, num_envs=num_envs, **gym_kwargs)
+    return GymEnv(env, **gym_kwargs)
+
+
 def evaluate(env: Any, policy: Any, episodes: int, seed: int | None = None) -> float:
     """Mean return of ``episodes`` deterministic episodes (mode of the policy, no exploration noise).
 
