@@ -84,3 +84,20 @@ def test_time_max_pool():
     env = TransformedEnv(Wave(), TimeMaxPool(in_keys=["obs"], T=2))
     r = env.rollout(5)
     assert r["next", "obs"].squeeze(-1).tolist() == [5.0, 5.0, 2.0, 7.0, 7.0]
+
+
+def test_env_stepping_transforms_get_their_inner_env_from_the_env():
+    """FrameSkip / NoopReset step the env beneath them, handed over by the TransformedEnv
+    (the base env and the transforms before them), and lose it when taken out."""
+    counter, skip = StepCounter(), FrameSkipTransform(2)
+    env = TransformedEnv(CountEnv(horizon=50), counter)
+    assert skip.inner_env is None
+    env.append_transform(skip)
+    inner = skip.inner_env
+    assert inner.base_env is env.base_env and inner.transforms == [counter]
+    assert counter.inner_env is None  # only transforms that step the env get one
+    env.rollout(3)
+    assert env.transform.pop() is skip and skip.inner_env is None
+    assert skip.clone().inner_env is None
+    env.insert_transform(0, skip)  # now first: nothing before it
+    assert skip.inner_env.transforms == []

@@ -14,7 +14,7 @@ from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.primer import primer_from_mapping
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
-__all__ = ["TransformedEnv"]
+__all__ = ["InnerEnv", "TransformedEnv"]
 
 
 def _flatten(compose: Compose) -> list[Transform]:
@@ -39,6 +39,54 @@ def _keep_policy_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> No
     preset = tensordict.get("next", None)
     if preset is not None:
         keep_preset_next(preset, next_td)
+
+
+class InnerEnv:
+    """The base env seen through the transforms placed before one transform.
+
+    What a TransformedEnv hands to transforms that step the env beneath them
+    (``Transform.steps_inner_env``: ``FrameSkipTransform``, ``NoopResetEnv``), so that
+    they call down into it instead of reaching up through their container.
+
+    Args:
+        base_env: the TransformedEnv's base env.
+        transforms: the transforms before the one this view is for, in order.
+    """
+
+    def __init__(self, base_env: EnvBase, transforms: list[Transform]) -> None:
+        self.base_env = base_env
+        self.transforms = list(transforms)
+
+    @property
+    def full_action_spec(self) -> Any:
+        """The base env's action spec (actions reach it uninverted)."""
+        return self.base_env.full_action_spec
+
+    @property
+    def reward_keys(self) -> list[Any]:
+        """The base env's reward keys."""
+        return self.base_env.reward_keys
+
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """One step of the base env, then the transforms: the flat next-step content.
+
+        ``tensordict`` is the base env's input (actions already inverted).
+        """
+        next_td = self.base_env._step(tensordict)
+        self.base_env._fill_missing_done(next_td, reset=False)
+        _keep_policy_next(tensordict, next_td)
+        for t in self.transforms:
+            next_td = t.step(tensordict, next_td)
+        return next_td
+
+    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """A reset of the base env, then the transforms."""
+        out = self.base_env._reset(tensordict)
+        self.base_env._fill_missing_done(out, reset=True)
+        source = tensordict if tensordict is not None else out.empty()
+        for t in self.transforms:
+            out = t.reset(source, out)
+        return out
 
 
 class TransformedEnv(EnvBase):
@@ -130,8 +178,12 @@ class TransformedEnv(EnvBase):
         self._full_done_spec = specs.done
         self._full_action_spec = specs.action
         self._full_state_spec = specs.state
-        self._needs_inv = any(t._has_inverse() for t in _flatten(self.transform))
+        flat = _flatten(self.transform)
+        self._needs_inv = any(t._has_inverse() for t in flat)
         self._has_hooks = self.transform._has_post_step_mdp_hook()
+        for i, t in enumerate(flat):
+            if t.steps_inner_env:
+                t.set_inner_env(InnerEnv(self.base_env, flat[:i]))
 
     @property
     def post_step_mdp_hooks(self) -> Any:
@@ -179,7 +231,7 @@ class TransformedEnv(EnvBase):
         base_root = out.clone(False) if tensordict is None else None
         if tensordict is None:
             tensordict = out.empty()
-        out = self.transform._reset(tensordict, out)
+        out = self.transform.reset(tensordict, out)
         # remembered for the "transformed" rollout backend: the base env's view of a full reset
         self._last_reset = (out, base_root) if base_root is not None else None
         return out
@@ -196,40 +248,7 @@ class TransformedEnv(EnvBase):
         ):
             self.base_env._fill_missing_done(next_td, reset=False)
         _keep_policy_next(tensordict, next_td)
-        return self.transform._step(tensordict, next_td)
-
-    def _step_below(self, transform: Transform, tensordict: TensorDictBase) -> TensorDictBase:
-        """Steps the base env and the transforms before ``transform`` (frame skipping).
-
-        ``tensordict`` is the base env's input (actions already inverted).
-        """
-        preceding = []
-        for t in _flatten(self.transform):
-            if t is transform:
-                break
-            preceding.append(t)
-        next_td = self.base_env._step(tensordict)
-        self.base_env._fill_missing_done(next_td, reset=False)
-        _keep_policy_next(tensordict, next_td)
-        for t in preceding:
-            next_td = t._step(tensordict, next_td)
-        return next_td
-
-    def _reset_below(
-        self, transform: Transform, tensordict: TensorDictBase | None
-    ) -> TensorDictBase:
-        """Resets the base env and the transforms before ``transform`` (no-op resets)."""
-        preceding = []
-        for t in _flatten(self.transform):
-            if t is transform:
-                break
-            preceding.append(t)
-        out = self.base_env._reset(tensordict)
-        self.base_env._fill_missing_done(out, reset=True)
-        source = tensordict if tensordict is not None else out.empty()
-        for t in preceding:
-            out = t._reset(source, out)
-        return out
+        return self.transform.step(tensordict, next_td)
 
     def _set_seed(self, seed: int | None) -> None:
         self.base_env._set_seed(seed)

@@ -54,14 +54,14 @@ class Compose(Transform):
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for t in self.transforms:
-            next_tensordict = t._step(tensordict, next_tensordict)
+            next_tensordict = t.step(tensordict, next_tensordict)
         return next_tensordict
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
         for t in self.transforms:
-            tensordict_reset = t._reset(tensordict, tensordict_reset)
+            tensordict_reset = t.reset(tensordict, tensordict_reset)
         return tensordict_reset
 
     def _reset_env_preprocess(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:

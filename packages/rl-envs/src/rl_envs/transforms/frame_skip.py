@@ -11,8 +11,9 @@ from rl_envs.transforms.transform import Transform
 class FrameSkipTransform(Transform):
     """Repeats each action ``frame_skip`` times, summing the rewards, stopping at done.
 
-    The repeated steps go through the base env and the transforms placed
-    before this one; the output is the last step's, with the summed reward.
+    The repeated steps go through the env beneath this transform (``inner_env``: the
+    base env and the transforms placed before this one, handed over by the
+    ``TransformedEnv``); the output is the last step's, with the summed reward.
 
     Args:
         frame_skip: how many env steps one action lasts (>= 1).
@@ -24,6 +25,8 @@ class FrameSkipTransform(Transform):
         3
     """
 
+    steps_inner_env = True
+
     def __init__(self, frame_skip: int = 1) -> None:
         if frame_skip < 1:
             raise ValueError(
@@ -34,8 +37,8 @@ class FrameSkipTransform(Transform):
         self.frame_skip = frame_skip
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        env, _ = self._env_and_index()
-        if env is None:
+        inner = self.inner_env
+        if inner is None:
             raise RuntimeError(
                 "parent not found for FrameSkipTransform: it steps an env, use it in a "
                 "TransformedEnv."
@@ -45,7 +48,7 @@ class FrameSkipTransform(Transform):
         for _ in range(self.frame_skip - 1):
             if bool(done.all()):
                 break
-            nxt = env._step_below(self, tensordict)
+            nxt = inner.step(tensordict)
             r = nxt.get("reward")
             # entries already done keep their final step (and stop accumulating)
             keep = done.reshape(*done.shape[: nxt.batch_dims], *[1] * (r.ndim - nxt.batch_dims))

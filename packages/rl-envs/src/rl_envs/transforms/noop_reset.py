@@ -15,8 +15,8 @@ class NoopResetEnv(Transform):
     """After each reset, runs up to ``noops`` random steps and starts from where they end.
 
     The number of steps is uniform in ``[1, noops]`` with ``random=True``, else
-    ``noops``. The steps go through the base env and the transforms placed
-    before this one; if an episode ends during them, the env is reset and the
+    ``noops``. The steps go through the env beneath this transform (``inner_env``:
+    the base env and the transforms placed before this one); if an episode ends during them, the env is reset and the
     no-ops start over (at most 10 times). Batched envs run the no-ops on the
     whole batch, on full resets only (partial resets skip them).
 
@@ -33,6 +33,8 @@ class NoopResetEnv(Transform):
         3
     """
 
+    steps_inner_env = True
+
     def __init__(self, noops: int = 30, random: bool = True) -> None:
         if noops < 1:
             raise ValueError(f"NoopResetEnv: noops must be >= 1, got {noops}.")
@@ -43,8 +45,8 @@ class NoopResetEnv(Transform):
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
-        env, _ = self._env_and_index()
-        if env is None:
+        inner = self.inner_env
+        if inner is None:
             raise RuntimeError(
                 "NoopResetEnv.parent not found. Make sure that the parent is set. The "
                 "transform steps an env: use it in a TransformedEnv."
@@ -52,20 +54,20 @@ class NoopResetEnv(Transform):
         mask = reset_mask(tensordict)
         if mask is not None and not bool(mask.all()):
             return tensordict_reset
-        reward_keys = list(env.base_env.full_reward_spec.keys(True, True))
+        reward_keys = inner.reward_keys
         for _ in range(_MAX_TRIALS):
             n = int(torch.randint(1, self.noops + 1, ())) if self.random else self.noops
             root = tensordict_reset
             for _ in range(n):
                 step_in = root.clone(False)
-                step_in.update(env.base_env.full_action_spec.rand())
-                nxt = env._step_below(self, step_in)
+                step_in.update(inner.full_action_spec.rand())
+                nxt = inner.step(step_in)
                 if bool(nxt.get("done").any()):
                     break
                 root = nxt.exclude(*reward_keys)
             else:
                 return root
-            tensordict_reset = env._reset_below(self, None)
+            tensordict_reset = inner.reset(None)
         raise RuntimeError(
             f"NoopResetEnv: episodes ended during the no-ops {_MAX_TRIALS} times in a row; "
             "lower noops."

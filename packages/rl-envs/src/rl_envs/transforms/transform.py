@@ -6,7 +6,17 @@ also rewrites the env's specs so that a ``TransformedEnv`` always describes
 what its user sees. The same object works on a bare TensorDict (a replay
 buffer sample, say): ``transform(td)`` returns ``td`` transformed.
 
-The hooks a subclass overrides, all optional:
+The public protocol (what ``TransformedEnv`` and ``Compose`` call):
+
+- ``step(td, next_td) -> next_td``: maps a step's flat output (``td`` is its input);
+- ``reset(td, td_reset) -> td_reset``: maps a reset's output (``td``: its input);
+- ``inv(td) -> td``: maps an input (actions, states) to what the inner env reads;
+- ``transform_specs(specs)`` / ``transform_<kind>_spec(spec)``: the specs the user sees;
+- optional: ``supports_rollout_map()`` / ``rollout_map(trajectory)`` (a whole rollout
+  at once), ``steps_inner_env`` + ``inner_env`` (transforms that step the env beneath
+  them, handed over by the env), ``_post_step_mdp_hooks`` (edits stored transitions).
+
+The hooks a subclass overrides (TorchRL's names), all optional:
 
 - ``_apply_transform(x)`` / ``_inv_apply_transform(x)``: per-key tensor maps
   used by the default ``_call`` / ``_inv_call`` (``in_keys -> out_keys``,
@@ -146,6 +156,16 @@ class Transform(nn.Module):
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Transforms a TensorDict outside of an env (e.g. a replay-buffer sample)."""
         return self._call(tensordict)
+
+    def step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Transforms a step's flat output ``next_tensordict`` (public protocol; the
+        subclass hook is ``_step``)."""
+        return self._step(tensordict, next_tensordict)
+
+    def reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        """Transforms a reset's output ``tensordict_reset`` (public protocol; the subclass
+        hook is ``_reset``)."""
+        return self._reset(tensordict, tensordict_reset)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         """Transforms a step's output ``next_tensordict``; ``tensordict`` is its input."""
@@ -312,6 +332,22 @@ class Transform(nn.Module):
         specs.state = self.transform_state_spec(specs.state)
         return specs
 
+    # ------------------------------------------------------------ inner env
+    steps_inner_env: bool = False
+    """``True`` for transforms that step or reset the env beneath them (e.g.
+    ``FrameSkipTransform``, ``NoopResetEnv``): the ``TransformedEnv`` holding them hands
+    them that env (its base env seen through the transforms placed before them) with
+    :meth:`set_inner_env` whenever its stack changes."""
+
+    @property
+    def inner_env(self) -> Any:
+        """The env beneath this transform (see :attr:`steps_inner_env`), or ``None``."""
+        return self.__dict__.get("_inner_env")
+
+    def set_inner_env(self, inner_env: Any) -> None:
+        """Called by the enclosing ``TransformedEnv``; ``None`` detaches."""
+        self.__dict__["_inner_env"] = inner_env
+
     # -------------------------------------------------------------- plumbing
     @property
     def container(self) -> Any:
@@ -328,8 +364,9 @@ class Transform(nn.Module):
         self.__dict__["_container"] = container
 
     def reset_parent(self) -> None:
-        """Detaches the transform from its container."""
+        """Detaches the transform from its container (and from the env beneath it)."""
         self.__dict__["_container"] = None
+        self.__dict__["_inner_env"] = None
 
     def _env_and_index(self) -> tuple[TransformedEnv | None, list[Transform]]:
         """The enclosing TransformedEnv and the transforms that come before this one.
@@ -370,16 +407,20 @@ class Transform(nn.Module):
     def clone(self) -> Transform:
         """A deep copy, detached from any container."""
         container = self.__dict__["_container"]
+        inner = self.__dict__.get("_inner_env")
         self.__dict__["_container"] = None
+        self.__dict__["_inner_env"] = None
         try:
             out = copy.deepcopy(self)
         finally:
             self.__dict__["_container"] = container
+            self.__dict__["_inner_env"] = inner
         return out
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_container"] = None
+        state["_inner_env"] = None
         return state
 
     def extra_repr(self) -> str:
