@@ -125,3 +125,32 @@ def test_model_loss_on_rssm_rollout_trains():
         total.backward()
         optim.step()
     assert total.item() < 0.5 * first
+
+
+def test_slice_sampler_serves_sequences_within_episodes_of_uint8_pixels():
+    from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
+
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(1000),
+        sampler=SliceSampler(slice_len=8, traj_key="traj_id"),
+        batch_size=4 * 8,
+    )
+    for traj, length in enumerate([20, 9, 31, 8]):
+        buffer.extend(
+            TensorDict(
+                {
+                    "traj_id": torch.full((length,), traj),
+                    "step": torch.arange(length),
+                    ("next", "pixels"): torch.randint(
+                        0, 255, (length, 64, 64, 3), dtype=torch.uint8
+                    ),
+                },
+                [length],
+            )
+        )
+    for _ in range(20):
+        batch = buffer.sample().reshape(4, 8)
+        assert batch["next", "pixels"].dtype == torch.uint8
+        ids, steps = batch["traj_id"], batch["step"]
+        assert bool((ids == ids[:, :1]).all())  # one episode per sequence
+        assert bool((steps.diff(dim=1) == 1).all())  # consecutive steps
