@@ -4,7 +4,10 @@ replay (Schaul et al., 2016, arXiv:1511.05952).
 
 Defaults follow the tuned CartPole-v1 setting of the RL Baselines3 Zoo (return 500 at 50k
 frames): collect 256 frames, then 128 gradient steps on minibatches of 64, then copy the
-online network into the target.
+online network into the target; one change: the learning rate decays linearly to 0 over
+the run. At the zoo's constant 2.3e-3 the greedy return rises to 500 and then collapses
+(catastrophic forgetting once the replay holds mostly balanced states: seed 0 ended at
+106); decayed, 5 seeds of 5 reach 500 within 50k frames (docs/results.md).
 
     uv run recipes/dqn.py                        # CartPole-v1, 50k frames
     uv run recipes/dqn.py --prioritized true     # prioritized replay
