@@ -143,7 +143,7 @@ class CubeBowlScriptedPolicy:
     """
 
     carry_z = 0.2
-    release_z = 0.1
+    release_z = 0.075
 
     def __call__(self, td: TensorDictBase) -> TensorDictBase:
         obs = td.get("observation").double().numpy()
