@@ -131,3 +131,11 @@ def test_rl_envs_imports_without_mujoco_and_the_env_names_the_extra():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'rl-envs[mujoco]'" in done.stdout
+
+
+def test_unknown_sim_field_is_named():
+    class Typo(Task):
+        SIM_FIELDS = ("qpos", "qpoz")
+
+    with pytest.raises(ValueError, match=r"\['qpoz'\], which are not mujoco\.MjData fields"):
+        Typo("<mujoco><worldbody><geom size='1'/></worldbody></mujoco>")

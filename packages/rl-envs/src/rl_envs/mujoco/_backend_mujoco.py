@@ -63,6 +63,12 @@ class MujocoBackend:
         self.datas = [self._mujoco.MjData(model) for _ in range(num_envs)]
         for d in self.datas:
             self._mujoco.mj_forward(model, d)
+        unknown = [f for f in self.fields if not hasattr(self.datas[0], f)]
+        if unknown:
+            raise ValueError(
+                f"SIM_FIELDS names {unknown}, which are not mujoco.MjData fields; use MjData "
+                "attribute names such as 'qpos', 'qvel', 'xpos', 'cfrc_ext', 'sensordata'."
+            )
         self._shapes = {f: np.shape(getattr(self.datas[0], f)) for f in self.fields}
         self.num_threads = max(1, min(int(num_threads), num_envs))
         self._chunks = [
