@@ -190,6 +190,9 @@ def main() -> None:
         print(
             f"  CPU:  ours 1 thread / rollout (1t) {cpu[one] / cpu['mujoco.rollout (1 thread)']:6.2f}"
         )
+        if trl is not None:
+            ratio = cpu[one] / cpu["torchrl 0.14 GymEnv"]
+            print(f"  CPU:  ours 1 thread / torchrl      {ratio:6.2f}x")
 
 
 if __name__ == "__main__":
