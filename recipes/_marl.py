@@ -10,7 +10,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 
-from rl_envs import RewardSum, TransformedEnv, VmasEnv
+from rl_envs import MarlGroupMapType, PettingZooEnv, RewardSum, TransformedEnv, VmasEnv
 
 GROUP = "agents"
 _SKIP = (type, type(len), type(lambda: 0))
@@ -99,6 +99,22 @@ def make_vmas_env(
     """A VMAS scenario with per-agent episode returns at ``("agents", "episode_reward")``."""
     base = ResumableVmasEnv(
         scenario, num_envs=num_envs, max_steps=max_steps, seed=seed, **scenario_kwargs
+    )
+    return TransformedEnv(
+        base, RewardSum(in_keys=[(GROUP, "reward")], out_keys=[(GROUP, "episode_reward")])
+    )
+
+
+def make_pettingzoo_env(task: str, max_steps: int, seed: int, **task_kwargs: Any) -> TransformedEnv:
+    """A parallel PettingZoo task (e.g. MPE ``simple_spread_v3``) with every agent in the
+    group ``"agents"`` and per-agent episode returns at ``("agents", "episode_reward")``."""
+    base = PettingZooEnv(
+        task=task,
+        parallel=True,
+        seed=seed,
+        group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
+        max_cycles=max_steps,
+        **task_kwargs,
     )
     return TransformedEnv(
         base, RewardSum(in_keys=[(GROUP, "reward")], out_keys=[(GROUP, "episode_reward")])

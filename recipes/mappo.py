@@ -8,6 +8,8 @@ all agents' observations (MAPPO) or local to each agent (``--mappo false``: IPPO
     uv run recipes/mappo.py                       # MAPPO on navigation
     uv run recipes/mappo.py --mappo false         # IPPO
     uv run recipes/mappo.py --value-norm popart   # PopArt value normalisation
+    uv run recipes/mappo.py --backend pettingzoo --scenario simple_spread_v3 --max-steps 25 \
+        --frames-per-batch 1000 --minibatch-size 100 --eval-every 1000   # MPE simple_spread
     uv run recipes/mappo.py --smoke               # a few seconds, end to end
     uv run recipes/mappo.py --resume runs/mappo/checkpoint.pt
 """
@@ -36,10 +38,17 @@ from _common import (
     save_checkpoint,
     seed_everything,
 )
-from _marl import GROUP, evaluate_team, finished_return, make_vmas_env
+from _marl import (
+    GROUP,
+    evaluate_team,
+    finished_return,
+    make_pettingzoo_env,
+    make_vmas_env,
+)
 
 from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
 from rl_collectors import Collector
+from rl_envs import TransformedEnv
 from rl_modules import (
     MultiAgentMLP,
     NormalParamExtractor,
@@ -55,8 +64,10 @@ from rl_objectives import IPPOLoss, MAPPOLoss, MultiAgentGAE
 class Config(RunConfig):
     """MAPPO (centralised critic) or IPPO (local critics) on a VMAS task."""
 
+    backend: str = "vmas"
+    """Env library: vmas (batched) or pettingzoo (one parallel env, num_envs unused)."""
     scenario: str = "navigation"
-    """VMAS scenario (continuous actions)."""
+    """VMAS scenario, or PettingZoo task (e.g. simple_spread_v3); continuous actions."""
     n_agents: int = 3
     """Agents in the scenario."""
     mappo: bool = True
@@ -109,6 +120,23 @@ class Config(RunConfig):
         "eval_envs": 2,
         "checkpoint_every": 200,
     }
+
+
+def make_envs(cfg: Config) -> tuple[TransformedEnv, TransformedEnv]:
+    """The training and evaluation envs, both with the agents in the group ``"agents"``."""
+    if cfg.backend == "vmas":
+        kwargs = {"n_agents": cfg.n_agents, "continuous_actions": True}
+        return (
+            make_vmas_env(cfg.scenario, cfg.num_envs, cfg.max_steps, cfg.seed, **kwargs),
+            make_vmas_env(cfg.scenario, cfg.eval_envs, cfg.max_steps, cfg.seed + 10_000, **kwargs),
+        )
+    if cfg.backend == "pettingzoo":
+        kwargs = {"N": cfg.n_agents, "continuous_actions": True}
+        return (
+            make_pettingzoo_env(cfg.scenario, cfg.max_steps, cfg.seed, **kwargs),
+            make_pettingzoo_env(cfg.scenario, cfg.max_steps, cfg.seed + 10_000, **kwargs),
+        )
+    raise ValueError(f"--backend must be vmas or pettingzoo, got {cfg.backend!r}.")
 
 
 def make_agent(cfg: Config, env) -> tuple[ProbabilisticActor, TensorDictModule]:
@@ -170,11 +198,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     out = Path(cfg.output_dir)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    scenario_kwargs = {"n_agents": cfg.n_agents, "continuous_actions": True}
-    env = make_vmas_env(cfg.scenario, cfg.num_envs, cfg.max_steps, cfg.seed, **scenario_kwargs)
-    eval_env = make_vmas_env(
-        cfg.scenario, cfg.eval_envs, cfg.max_steps, cfg.seed + 10_000, **scenario_kwargs
-    )
+    env, eval_env = make_envs(cfg)
     actor, critic = make_agent(cfg, env)
     keys = {
         "action": (GROUP, "action"),
@@ -268,7 +292,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         clock,
         out,
         algo="mappo" if cfg.mappo else "ippo",
-        env=f"vmas/{cfg.scenario}",
+        env=f"{cfg.backend}/{cfg.scenario}",
         frames=frames,
         eval_return=eval_return,
     )
