@@ -3,7 +3,8 @@
 1. World-model update: ``DreamerModelLoss`` forward + backward on ``[B=16, T=64]`` sequences
    of 64x64 RGB pixels (conv encoder, Gaussian RSSM rolled over T with state 30 / belief 200 /
    hidden 200, conv decoder, reward MLP), as in Dreamer's paper and TorchRL's recipe.
-2. Imagination: ``DreamerEnv.rollout`` of ``H=15`` steps from ``B*T = 1024`` start latents
+2. The RSSM rollout alone on precomputed embeddings (the sequential part of 1.).
+3. Imagination: ``DreamerEnv.rollout`` of ``H=15`` steps from ``B*T = 1024`` start latents
    with a ``DreamerActor`` + ``TanhNormal`` policy, then backward of the imagined return
    (what ``DreamerActorLoss`` does).
 
@@ -127,6 +128,25 @@ def model_update(loss_module: Any, data: TensorDict) -> Callable[[], None]:
     return run
 
 
+def _rssm_only(world_model: Any, data: TensorDict) -> Callable[[], None]:
+    """Forward + backward of the world model's ``RSSMRollout`` on precomputed embeddings."""
+    rollout = world_model.get_transition_model_operator().module[1]
+    b, t = data.batch_size
+    g = torch.Generator().manual_seed(2)
+    seq = data.exclude(("next", "pixels")).clone()
+    seq.set(("next", "encoded_latents"), torch.randn(b, t, CHANNELS * 32, generator=g))
+    params = list(rollout.parameters())
+
+    def run() -> None:
+        out = rollout(seq.clone())
+        loss = out["next", "state"].square().mean() + out["next", "belief"].square().mean()
+        for p in params:
+            p.grad = None
+        loss.backward()
+
+    return run
+
+
 def actor(lib: Any) -> Any:
     net = lib.DreamerActor(ACT, depth=2, num_cells=HIDDEN)
     module = ProbabilisticTensorDictSequential(
@@ -237,6 +257,14 @@ def main() -> None:
         trl_wm, trl_prior, trl_reward = world_model_parts(trl_modules)
         fns["torchrl 0.14"] = model_update(trl_objectives.DreamerModelLoss(trl_wm), data)
     report("world-model update (forward + backward)", median_times(fns, args.repeats, warmup=2))
+
+    # the RSSM alone (no convolutions): where the per-step overhead of a rollout shows
+    rollouts = {"ours": _rssm_only(ours_wm, data)}
+    if not args.no_compile:
+        rollouts["ours + compile_step"] = _rssm_only(comp_wm, data)
+    if have_torchrl:
+        rollouts["torchrl 0.14"] = _rssm_only(trl_wm, data)
+    report("RSSM rollout only (forward + backward)", median_times(rollouts, args.repeats, warmup=2))
 
     class _Envs:
         DreamerEnv = rl_envs.DreamerEnv

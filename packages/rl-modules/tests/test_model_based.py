@@ -361,3 +361,25 @@ def test_world_model_wrapper_unknown_observation_key():
         wm(td)
     good = TensorDict({("next", "pixels"): torch.rand(2, 3, 64, 64)}, [2])
     assert wm(good)["next", "reward"].shape == (2, 1)
+
+
+def test_rssm_rollout_generic_path_equals_plain_path():
+    from tensordict.nn import TensorDictSequential
+
+    torch.manual_seed(7)
+    prior, post = _v1_modules()
+    td = TensorDict(
+        {
+            "state": torch.zeros(2, 5, 4),
+            "belief": torch.zeros(2, 5, 6),
+            "action": torch.randn(2, 5, 2),
+            ("next", "encoded_latents"): torch.randn(2, 5, 5),
+        },
+        [2, 5],
+    )
+    torch.manual_seed(8)
+    plain = RSSMRollout(prior, post)(td)
+    torch.manual_seed(8)
+    generic = RSSMRollout(TensorDictSequential(prior), post)(td)
+    for key in [("next", "state"), ("next", "belief"), ("next", "prior_mean"), "state", "belief"]:
+        torch.testing.assert_close(plain[key], generic[key])

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModuleBase, TensorDictSequential
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from tensordict.utils import NestedKey, unravel_key
 
 __all__ = ["RSSMRollout", "RSSMRolloutV3"]
@@ -138,6 +138,8 @@ class RSSMRollout(TensorDictModuleBase):
         batch = tensordict.batch_size[:tdim]
         state = tensordict.get("state").select(tdim, 0)
         belief = tensordict.get("belief").select(tdim, 0)
+        if not self.compile_step and _plain(self.rssm_prior) and _plain(self.rssm_posterior):
+            return self._forward_plain(tensordict, per_step, reset_key, state, belief)
         step = self._step_fn()
         roots: list[tuple[torch.Tensor, torch.Tensor]] = []
         outs: list[TensorDictBase] = []
@@ -158,6 +160,60 @@ class RSSMRollout(TensorDictModuleBase):
         out.set("belief", torch.stack([b for _, b in roots], tdim))
         out.update(torch.stack(outs, tdim))
         return out
+
+    def _forward_plain(
+        self,
+        tensordict: TensorDictBase,
+        per_step: dict[NestedKey, tuple[torch.Tensor, ...]],
+        reset_key: NestedKey | None,
+        state: torch.Tensor,
+        belief: torch.Tensor,
+    ) -> TensorDictBase:
+        """The same loop on plain tensors, for plain ``TensorDictModule`` prior and posterior:
+        each module's ``module`` is called on its ``in_keys`` directly (no TensorDict per step)."""
+        tdim = tensordict.ndim - 1
+        modules = [
+            (m.module, [unravel_key(k) for k in m.in_keys], [unravel_key(k) for k in m.out_keys])
+            for m in (self.rssm_prior, self.rssm_posterior)
+        ]
+        out_keys = [k for k in (unravel_key(k) for k in self.out_keys) if k != "_"]
+        stacks: dict[NestedKey, list[torch.Tensor]] = {
+            k: [] for k in ("state", "belief", *out_keys)
+        }
+        per_step = {unravel_key(k): v for k, v in per_step.items()}
+        next_state, next_belief = ("next", "state"), ("next", "belief")
+        for t in range(tensordict.shape[-1]):
+            values = {k: v[t] for k, v in per_step.items()}
+            if reset_key is not None:
+                reset = values[unravel_key(reset_key)]
+                state, belief = _zero_where(reset, state), _zero_where(reset, belief)
+                values["action"] = _zero_where(reset, values["action"])
+            values["state"], values["belief"] = state, belief
+            for module, in_keys, module_out in modules:
+                result = module(*[values[k] for k in in_keys])
+                if not isinstance(result, tuple):
+                    result = (result,)
+                for key, value in zip(module_out, result, strict=True):
+                    if key != "_":
+                        values[key] = value
+            for key, stack in stacks.items():
+                stack.append(values[key])
+            state, belief = values[next_state], values[next_belief]
+        out = tensordict.copy()
+        for key, stack in stacks.items():
+            out.set(key, torch.stack(stack, tdim))
+        return out
+
+
+def _plain(module: TensorDictModuleBase) -> bool:
+    """An exact ``TensorDictModule`` without hooks: reading ``in_keys`` and writing ``out_keys``
+    is all its call does."""
+    return (
+        type(module) is TensorDictModule
+        and not module._forward_hooks
+        and not module._forward_pre_hooks
+        and list(module.out_keys) == list(getattr(module, "out_keys_source", module.out_keys))
+    )
 
 
 class RSSMRolloutV3(RSSMRollout):
