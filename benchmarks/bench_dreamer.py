@@ -223,6 +223,11 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
+    parser.add_argument(
+        "--no-world-model",
+        action="store_true",
+        help="skip the (slow, conv-bound) world-model update",
+    )
     args = parser.parse_args()
 
     import rl_envs
@@ -256,7 +261,8 @@ def main() -> None:
         torch.manual_seed(0)
         trl_wm, trl_prior, trl_reward = world_model_parts(trl_modules)
         fns["torchrl 0.14"] = model_update(trl_objectives.DreamerModelLoss(trl_wm), data)
-    report("world-model update (forward + backward)", median_times(fns, args.repeats, warmup=2))
+    if not args.no_world_model:
+        report("world-model update (forward + backward)", median_times(fns, args.repeats, warmup=2))
 
     # the RSSM alone (no convolutions): where the per-step overhead of a rollout shows
     rollouts = {"ours": _rssm_only(ours_wm, data)}
