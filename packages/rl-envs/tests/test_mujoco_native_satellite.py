@@ -77,3 +77,18 @@ def test_random_target_and_exact_resume(assert_resume_is_exact):
         td["observation"][:, :4].double(), np.tile([1.0, 0, 0, 0], (3, 1)), atol=1e-6
     )
     assert_resume_is_exact(lambda: SatelliteEnv(num_envs=2, random_target=True), 5, 6)
+
+
+def test_a_pd_controller_on_the_observation_points_the_satellite():
+    """Sign conventions: wheel action = (kp * error vector + kd * body rate) / gear."""
+    env = SatelliteEnv(num_envs=4, seed=3, num_threads=1, max_initial_angle=1.5)
+
+    def pd(td):
+        obs = td["observation"]
+        return td.set("action", ((1.0 * obs[:, 1:4] + 2.0 * obs[:, 4:7]) / 0.1).clamp(-1, 1))
+
+    rollout = env.rollout(200, pd)
+    first_error = 2 * torch.acos(rollout["observation"][:, 0, 0].clamp(max=1.0))
+    last_error = 2 * torch.acos(rollout["next", "observation"][:, -1, 0].clamp(max=1.0))
+    assert (first_error > 0.3).all()
+    assert (last_error < 0.1 * first_error).all()
