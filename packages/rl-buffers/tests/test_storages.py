@@ -13,6 +13,7 @@ from rl_buffers import (
     StorageMemoryError,
     TensorDictMaxValueWriter,
     TensorDictReplayBuffer,
+    TensorStorage,
 )
 from rl_buffers._memory import available_bytes
 
@@ -139,3 +140,19 @@ def test_list_storage_refuses_a_hole():
     with pytest.raises(IndexError, match="position 2 with 0 items stored"):
         storage.set(torch.tensor([0, 2]), ["a", "b"])
     assert len(storage) == 0
+
+
+def test_tensor_storage_writes_into_a_preallocated_tensor():
+    backing = torch.zeros(6)
+    rb = ReplayBuffer(storage=TensorStorage(backing), batch_size=2)
+    rb.extend(torch.arange(1.0, 5.0))
+    assert backing.tolist() == [1.0, 2.0, 3.0, 4.0, 0.0, 0.0] and len(rb) == 4
+    assert rb.storage.max_size == 6
+
+
+def test_tensor_storage_from_an_empty_tensordict_takes_the_capacity():
+    from tensordict import TensorDict
+
+    rb = ReplayBuffer(storage=TensorStorage(TensorDict(batch_size=[5])), batch_size=2)
+    rb.extend(TensorDict(a=torch.arange(7), batch_size=[7]))
+    assert len(rb) == 5 and sorted(rb[:]["a"].tolist()) == [2, 3, 4, 5, 6]

@@ -25,8 +25,13 @@ class TensorStorage(Storage):
     time line, and sampled ``index`` entries are ``(env, time)`` pairs.
 
     Args:
-        max_size: the capacity in items (all envs together when ``ndim=2``).
-        device: where the tensors live and samples are returned.
+        max_size: the capacity in items (all envs together when ``ndim=2``); or, as
+            TorchRL's ``TensorStorage(storage)``, a preallocated tensor / TensorDict
+            whose leading dim(s) give the capacity and whose leaves are written in
+            place (an empty ``TensorDict(batch_size=[n])`` gets its leaves on the first
+            write).
+        device: where the tensors live and samples are returned (default: the
+            preallocated storage's device, else CPU).
         ndim: 1 or 2, the number of leading dims that index items.
         compact_keys: observation keys stored once; ``("next", key)`` is then
             derived at sample time (1-d storages of TensorDicts only; see
@@ -38,15 +43,22 @@ class TensorStorage(Storage):
 
     def __init__(
         self,
-        max_size: int,
+        max_size: int | Any,
         *,
-        device: torch.device | str = "cpu",
+        device: torch.device | str | None = None,
         ndim: int = 1,
         compact_keys: Sequence[NestedKey] | None = None,
         check_memory: bool = True,
         compilable: bool = False,
     ) -> None:
         self._compilable = bool(compilable)
+        preallocated = None
+        if isinstance(max_size, torch.Tensor) or is_tensor_collection(max_size):
+            preallocated = max_size
+            max_size = int(torch.Size(preallocated.shape[:ndim]).numel())
+            if device is None and preallocated.device is not None:
+                device = preallocated.device
+        device = "cpu" if device is None else device
         if int(max_size) < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}.")
         if ndim not in (1, 2):
@@ -69,6 +81,16 @@ class TensorStorage(Storage):
         self._write_count = 0
         self._compact: CompactNext | None = None
         self._compact_pos: list[int] = []
+        if preallocated is not None and not (
+            is_tensor_collection(preallocated) and preallocated.is_empty()
+        ):
+            self._adopt(preallocated)
+
+    def _adopt(self, storage: Any) -> None:
+        """Uses the leaves of a preallocated ``[max_size, ...]`` (or ``[envs, T, ...]``) storage."""
+        self._layout = Layout.infer(storage, self.ndim)
+        self._leaves = self._layout.leaves(storage, self.ndim)
+        self._envs = 1 if self.ndim == 1 else storage.shape[0]
 
     # -- shape bookkeeping ---------------------------------------------------------
     def __len__(self) -> int:
