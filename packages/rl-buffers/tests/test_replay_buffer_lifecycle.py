@@ -20,7 +20,9 @@ from rl_buffers import (
 
 
 def _td(n: int, start: float = 0.0) -> TensorDict:
-    return TensorDict(a=torch.arange(n, dtype=torch.float32) + start, b=torch.ones(n), batch_size=[n])
+    return TensorDict(
+        a=torch.arange(n, dtype=torch.float32) + start, b=torch.ones(n), batch_size=[n]
+    )
 
 
 def test_delayed_init_builds_factories_on_first_use():
@@ -43,7 +45,7 @@ def test_factories_are_called_at_construction_without_delayed_init():
 
 
 def test_transform_factory_delays_init_by_default_and_is_exclusive_with_transform():
-    rb = ReplayBuffer(storage=LazyTensorStorage(4), transform_factory=lambda: (lambda x: x * 2))
+    rb = ReplayBuffer(storage=LazyTensorStorage(4), transform_factory=lambda: lambda x: x * 2)
     assert not rb.initialized
     rb.extend(torch.ones(2))
     assert rb.sample(2).tolist() == [2.0, 2.0]
@@ -144,7 +146,8 @@ def test_set_at_set_and_update_write_entries_in_place():
 
 def test_max_value_writer_median_and_clear_error_on_plain_tensors():
     rb = TensorDictReplayBuffer(
-        storage=LazyTensorStorage(2), writer=TensorDictMaxValueWriter(rank_key="r", reduction="median")
+        storage=LazyTensorStorage(2),
+        writer=TensorDictMaxValueWriter(rank_key="r", reduction="median"),
     )
     r = torch.tensor([[1.0, 5.0, 2.0], [9.0, 0.0, 0.0], [3.0, 3.0, 4.0]])  # medians 2, 0, 3
     rb.extend(TensorDict(r=r, i=torch.arange(3), batch_size=[3]))
