@@ -26,6 +26,7 @@ from _common import (
     evaluate,
     finish_run,
     load_checkpoint,
+    make_base_env,
     parse_config,
     run_counters,
     save_checkpoint,
@@ -40,7 +41,6 @@ from rl_collectors import Collector
 from rl_envs import (
     Compose,
     DoubleToFloat,
-    GymEnv,
     RewardSum,
     StepCounter,
     TransformedEnv,
@@ -119,10 +119,8 @@ def gae_class(kernels: bool) -> type:
 
 def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm) -> TransformedEnv:
     # Discrete actions as indices (a Categorical spec), as the Categorical policy samples them.
-    kwargs = {"categorical_action_encoding": True}
-    base = (
-        GymEnv(cfg.env, num_envs=num_envs, **kwargs) if num_envs > 1 else GymEnv(cfg.env, **kwargs)
-    )
+    # --env rl_envs:HalfCheetahEnv builds the native batched MuJoCo task instead of Gymnasium's.
+    base = make_base_env(cfg.env, num_envs, categorical_action_encoding=True)
     return TransformedEnv(base, Compose(vecnorm, DoubleToFloat(), StepCounter(), RewardSum()))
 
 
