@@ -407,7 +407,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--src", type=Path, help="checkout whose packages/*/src to measure")
     parser.add_argument("--jobs", type=int, default=1, help="files run at the same time")
     parser.add_argument("--failures", action="store_true", help="print each failure's message")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write docs/conformance.md from the saved labels without running tests")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.report_only:
+        command = "uv run --no-sync python conformance/run.py " + " ".join(argv or sys.argv[1:])
+        write_report([*args.compare, args.save or "latest"], command)
+        return
 
     if args.files:
         rels = [str(Path(f).resolve().relative_to(TESTS)) for f in args.files]
