@@ -85,10 +85,13 @@ def test_truncates_after_max_episode_steps():
 
 @pytest.mark.parametrize("cls", [HalfCheetahEnv, AntEnv])
 def test_reset_noise_follows_gymnasium_distribution(cls):
-    env = cls(num_envs=2000, seed=0, num_threads=1)
+    # 400 envs: ~4-6k noise samples (the std check is 4+ standard errors wide); 2000 Ant
+    # datas committed ~10 GB and made every later fork in the test process fail (ENOMEM).
+    env = cls(num_envs=400, seed=0, num_threads=1)
     env.reset()
     qpos = env._physics.read()["qpos"]
     qvel = env._physics.read()["qvel"]
     noise = qpos - env.model.qpos0
     assert np.abs(noise).max() <= 0.1 and np.abs(noise).max() > 0.099  # U(-0.1, 0.1)
     assert abs(qvel.std() - 0.1) < 0.005  # 0.1 * N(0, 1)
+    env.close()

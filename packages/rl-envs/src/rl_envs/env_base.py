@@ -163,14 +163,33 @@ class EnvBase(EnvSpecs, torch.nn.Module):
     """The fast rollout loops of this env class, tried in order by ``rollout(backend=
     "auto")`` (see :mod:`rl_envs.rollout_backend`); none on ``EnvBase``."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> EnvBase:
+        """Creates the env; a class-level ``_output_spec`` / ``_input_spec`` is copied onto it.
+
+        TorchRL's envs may set those two ``Composite`` specs (holding ``full_*_spec``
+        entries) on the class, e.g. in their own ``__new__``, before ``__init__`` runs;
+        :meth:`__init__` then installs this instance's copy.
+        """
+        env = super().__new__(cls)
+        env.__dict__["_class_specs"] = {
+            name: getattr(cls, name).clone()
+            for name in ("_output_spec", "_input_spec")
+            if getattr(cls, name, None) is not None
+        }
+        return env
+
     def __init__(
         self,
         *,
         device: torch.device | str | int | None = None,
         batch_size: Sequence[int] | torch.Size | None = None,
         validate_actions: bool = False,
+        allow_done_after_reset: bool = True,
     ) -> None:
         super().__init__()
+        self.allow_done_after_reset = (
+            allow_done_after_reset  # TorchRL's flag; resets are never refused here
+        )
         self._device = torch.device(device) if device is not None else torch.device("cpu")
         self._batch_size = torch.Size(batch_size) if batch_size is not None else torch.Size(())
         self.validate_actions = validate_actions
@@ -182,6 +201,15 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             reward=Unbounded(shape=(*b, 1), device=self._device), shape=b, device=self._device
         )
         self._full_done_spec = self._default_done_spec()
+        self._install_class_specs(self.__dict__.pop("_class_specs", None) or {})
+
+    def _install_class_specs(self, specs: dict[str, Any]) -> None:
+        parts = {"_output_spec": ("full_observation_spec", "full_reward_spec", "full_done_spec"),
+                 "_input_spec": ("full_action_spec", "full_state_spec")}  # fmt: skip
+        for name, spec in specs.items():
+            for key in parts[name]:
+                if key in spec:
+                    setattr(self, key, spec[key])
 
     @property
     def _post_step_mdp_hooks(self) -> _PostStepMdpHook | None:
