@@ -175,3 +175,12 @@ def test_check_matches_env_names_the_entry():
                           action_spec=SimpleNamespace(shape=(3,)), batch_size=())  # fmt: skip
     with pytest.raises(DatasetFormatError, match="'observation' has per-step shape \\(17,\\)"):
         check_matches_env(data, env)
+
+
+def test_a_given_storage_holds_the_dataset(tmp_path):
+    from rl_buffers import LazyMemmapStorage
+
+    write_d4rl_hdf5(tmp_path / "toy-v0.hdf5", _steps())
+    storage = LazyMemmapStorage(20, scratch_dir=tmp_path / "memmap")
+    rb = D4RLExperienceReplay("toy-v0", root=tmp_path, storage=storage)
+    assert rb.storage is storage and len(storage) == len(rb) > 0

@@ -31,7 +31,9 @@ class DatasetReplayBuffer(TensorDictReplayBuffer):
 
     def __init__(self, data: TensorDict, batch_size: int | None = None, *, writer: Any = None,
                  **kwargs: Any) -> None:  # fmt: skip
-        storage = kwargs.pop("storage", None) or LazyTensorStorage(data.shape[0])
+        storage = kwargs.pop("storage", None)
+        if storage is None:  # not `or`: an empty storage is falsy
+            storage = LazyTensorStorage(data.shape[0])
         storage.set(torch.arange(data.shape[0]), data)
         super().__init__(
             storage=storage,
