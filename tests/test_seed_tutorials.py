@@ -193,6 +193,8 @@ def run_tutorials(tmp_dir: str) -> dict[str, dict[str, dict[str, str]]]:
     """Run every tutorial's non-skipped sections, one subprocess per tutorial, all at once."""
     seeds = sorted({s.seed for s in SECTIONS})
     env = {**os.environ, "MUJOCO_GL": "egl", "OMP_NUM_THREADS": "1"}
+    if env.get("LAZY_LEGACY_OP") == "None":  # left by tensordict 0.14's set_lazy_legacy: unset
+        del env["LAZY_LEGACY_OP"]
     procs = {}
     for seed in seeds:
         sections_path = Path(tmp_dir) / f"sections_{seed}.json"

@@ -161,6 +161,12 @@ def make_toy_env(**kwargs: object) -> ToyEnv:
     return ToyEnv(**kwargs)
 
 
+def make_toy_env_after_a_stack(**kwargs: object) -> ToyEnv:
+    """Stacks two TensorDicts in the worker first (tensordict 0.14 reads LAZY_LEGACY_OP there)."""
+    torch.stack([TensorDict({"x": torch.zeros(1)}, [1])] * 2)
+    return ToyEnv(**kwargs)
+
+
 class ScalePolicy(nn.Module):
     """Deterministic policy: ``action = clamp(weight * step / 10, -1, 1)``; weight starts at ``init``."""
 

@@ -227,6 +227,22 @@ def test_non_env_non_callable_is_refused() -> None:
         MultiSyncCollector([3, 4], None, frames_per_batch=4)
 
 
+def test_workers_start_after_tensordict_leaked_its_lazy_legacy_variable(monkeypatch) -> None:
+    # tensordict 0.14's set_lazy_legacy (used inside from_modules and torch.stack) leaves
+    # LAZY_LEGACY_OP="None" behind; a worker importing tensordict with it failed at every stack.
+    from rl_collectors_toy_env import make_toy_env_after_a_stack
+
+    monkeypatch.setenv("LAZY_LEGACY_OP", "None")
+    with MultiSyncCollector(
+        [make_toy_env_after_a_stack] * 2,
+        None,
+        frames_per_batch=4,
+        total_frames=4,
+        mp_start_method="spawn",
+    ) as collector:
+        assert collector.next().numel() == 4
+
+
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
 def test_set_seed_gives_each_worker_the_next_seed_and_reset_restarts_them(cls) -> None:
     from rl_collectors_toy_env import SeededToyEnv

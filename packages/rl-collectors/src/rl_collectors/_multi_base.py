@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,14 @@ DeviceLike = torch.device | str | int | None
 _PRELOAD = ["torch", "tensordict", "rl_collectors._worker"]
 
 
+def _drop_leaked_lazy_legacy_variable() -> None:
+    """tensordict 0.14's ``set_lazy_legacy`` (used inside ``torch.stack`` and ``from_modules``)
+    leaves ``LAZY_LEGACY_OP="None"`` in the environment on exit; a worker that imports
+    tensordict 0.14 with it fails at every stack. ``"None"`` means unset, so it goes."""
+    if os.environ.get("LAZY_LEGACY_OP") == "None":
+        del os.environ["LAZY_LEGACY_OP"]
+
+
 def _context(start_method: str | None) -> Any:
     """``forkserver`` (with torch and tensordict preloaded, so workers start in milliseconds)
     where the platform has it, else ``spawn``; or the method asked for."""
@@ -44,6 +53,7 @@ def _context(start_method: str | None) -> Any:
         raise ValueError(
             f"mp_start_method={method!r} is not available here; choose from {methods}."
         )
+    _drop_leaked_lazy_legacy_variable()
     context = mp.get_context(method)
     if method == "forkserver":
         context.set_forkserver_preload(_PRELOAD)

@@ -163,6 +163,7 @@ class ParallelEnv(EnvBase):
     def _start(self) -> None:
         if self._closed:
             raise RuntimeError("ParallelEnv is closed: create a new one.")
+        _drop_leaked_lazy_legacy_variable()
         ctx = mp.get_context(self.mp_start_method)
         payloads = [self._payload(i) for i in range(self.num_workers)]
         k = self.envs_per_worker
@@ -443,3 +444,11 @@ def _shutdown(procs: list[Any], conns: list[Any]) -> None:
             conn.close()
     procs.clear()
     conns.clear()
+
+
+def _drop_leaked_lazy_legacy_variable() -> None:
+    """tensordict 0.14's ``set_lazy_legacy`` (used inside ``torch.stack`` and ``from_modules``)
+    leaves ``LAZY_LEGACY_OP="None"`` in the environment on exit; a worker that imports
+    tensordict 0.14 with it fails at every stack. ``"None"`` means unset, so it goes."""
+    if os.environ.get("LAZY_LEGACY_OP") == "None":
+        del os.environ["LAZY_LEGACY_OP"]
