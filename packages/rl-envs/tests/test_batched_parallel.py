@@ -45,7 +45,9 @@ def test_fork_matches_serial_env():
 
 
 def _pendulum_after_a_stack() -> PendulumEnv:
-    torch.stack([TensorDict({"x": torch.zeros(1)}, [1])] * 2)  # tensordict 0.14 reads LAZY_LEGACY_OP
+    torch.stack(
+        [TensorDict({"x": torch.zeros(1)}, [1])] * 2
+    )  # tensordict 0.14 reads LAZY_LEGACY_OP
     return PendulumEnv()
 
 
