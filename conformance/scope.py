@@ -62,6 +62,10 @@ AREAS: dict[str, list[str]] = {
         "objectives/test_mappo.py",
         "objectives/test_values.py",
         "objectives/test_loss_module.py",
+        "objectives/test_bc.py",
+        "objectives/test_cql.py",
+        "objectives/test_iql.py",
+        "objectives/test_dt.py",
     ],
     "modules": [
         "modules/test_actor.py",
@@ -113,7 +117,7 @@ OUT_OF_SCOPE_FILES: dict[str, str] = {
     "rb/test_rb_distributed.py": "torch.distributed.rpc replay buffers, not wrapped here",
     "libs/test_brax.py, test_envpool.py, test_genesis.py, test_habitat.py, test_isaac.py, test_jumanji.py, test_libero.py, test_mjlab.py, test_mujoco_playground.py, test_multiagent.py, test_safety_gymnasium.py, test_torch_geometric.py, test_vmas.py, test_datasets.py, test_misc.py": "simulators / dataset libraries we do not wrap",
     "libs/test_mujoco.py": "TorchRL's own MujocoEnv wrapper API (rl-envs exposes MuJoCo through Gymnasium)",
-    "objectives/test_act.py, test_bc.py, test_controllers.py, test_cql.py, test_diffusion_bc.py, test_dreamer.py, test_dreamer_v3.py, test_dt.py, test_iql.py, test_vla.py": "offline / model-based / imitation losses: not the online-loss target of issue 13",
+    "objectives/test_act.py, test_controllers.py, test_diffusion_bc.py, test_dreamer.py, test_dreamer_v3.py, test_vla.py": "model-based, diffusion, action-chunking and VLA losses: not the loss target of issue 13",
     "modules/test_decision_transformer.py, test_dreamer_components.py, test_planners.py": "model-based and transformer models not in rl-modules",
     "transforms/test_video_transforms.py": "video decoding (torchcodec) transforms, not wrapped",
     "collectors/test_evaluator.py": "TorchRL's Evaluator (trainer machinery)",
@@ -145,7 +149,6 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
     "modules/test_actor.py::TestVLAWrapperBase": "VLA policies, not in scope",
     "modules/test_actor.py::TestTinyVLA": "VLA policies, not in scope",
     "modules/test_actor.py::TestLeRobotPolicyWrapper": "LeRobot policies, not in scope",
-    "objectives/test_ddpg.py::TestTD3BC": "offline loss (TD3+BC), not the online-loss target",
     "test_distributions.py::TestLLMMaskedCategorical": "LLM distribution (rl-llm issue)",
 }
 
