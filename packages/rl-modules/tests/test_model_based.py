@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 
 from rl_modules.model_based import (
+    ContinuationHead,
     ObsDecoder,
     ObsEncoder,
     RSSMPosterior,
@@ -383,3 +384,26 @@ def test_rssm_rollout_generic_path_equals_plain_path():
     generic = RSSMRollout(TensorDictSequential(prior), post)(td)
     for key in [("next", "state"), ("next", "belief"), ("next", "prior_mean"), "state", "belief"]:
         torch.testing.assert_close(plain[key], generic[key])
+
+
+def test_continuation_head_matches_plain_torch():
+    torch.manual_seed(0)
+    head = ContinuationHead(7, depth=1, num_cells=5)
+    state, belief = torch.randn(4, 3, 4), torch.randn(4, 3, 3)
+    logit, prob = head(state, belief)
+    first, last = head.net[0], head.net[2]
+    x = torch.cat([state, belief], -1)
+    ref = F.elu(x @ first.weight.T + first.bias) @ last.weight.T + last.bias
+    torch.testing.assert_close(logit, ref)
+    torch.testing.assert_close(prob, 1 / (1 + torch.exp(-ref)))
+    # trained with BCE against 1 - terminated, it learns the terminal step
+    target = torch.ones(4, 3, 1)
+    target[:, -1] = 0.0
+    optim = torch.optim.Adam(head.parameters(), lr=0.05)
+    for _ in range(100):
+        optim.zero_grad()
+        logit, _ = head(state, belief)
+        F.binary_cross_entropy_with_logits(logit, target).backward()
+        optim.step()
+    _, prob = head(state, belief)
+    assert bool((prob[:, :-1] > 0.9).all()) and bool((prob[:, -1] < 0.1).all())

@@ -45,6 +45,7 @@ from rl_modules.exploration import (
 )
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
 from rl_modules.model_based import (
+    ContinuationHead,
     DreamerActor,
     ObsDecoder,
     ObsEncoder,
@@ -108,6 +109,7 @@ __all__ = [
     "AddStateIndependentNormalScale",
     "AdditiveGaussianModule",
     "BatchRenorm1d",
+    "ContinuationHead",
     "Conv3dNet",
     "ConvNet",
     "DdpgMlpActor",

@@ -1,4 +1,5 @@
-"""Heads of Dreamer's agent: the actor, and DreamerV3's two-hot scalar decoder."""
+"""Heads of Dreamer's agent: the actor, the continuation head, and DreamerV3's two-hot
+scalar decoder."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from rl_modules.model_based.functional import (
 )
 from rl_modules.networks import MLP
 
-__all__ = ["DreamerActor", "SymExpTwoHot"]
+__all__ = ["ContinuationHead", "DreamerActor", "SymExpTwoHot"]
 
 
 class DreamerActor(nn.Module):
@@ -67,6 +68,51 @@ class DreamerActor(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         loc, scale = self.backbone(torch.cat([state, belief], dim=-1))
         return loc, scale
+
+
+class ContinuationHead(nn.Module):
+    """Predicts whether an episode continues (``1 - terminated``) from ``[state, belief]``.
+
+    Returns the Bernoulli logit (train it with ``binary_cross_entropy_with_logits`` against
+    ``1 - terminated``: the world-model losses' ``lambda_continue``) and its probability (the
+    per-step discount factor of imagined lambda-returns: the actor losses'
+    ``continuation_model``).
+
+    Args:
+        in_features: size of ``[state, belief]``.
+        depth: hidden layers. Default 2.
+        num_cells: width. Default 200.
+        activation_class: activation. Default ``nn.ELU``.
+        device: where to create the parameters.
+
+    Example:
+        >>> head = ContinuationHead(7, depth=1, num_cells=8)
+        >>> logit, prob = head(torch.zeros(3, 4), torch.zeros(3, 3))
+        >>> logit.shape, bool(((prob > 0) & (prob < 1)).all())
+        (torch.Size([3, 1]), True)
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        depth: int = 2,
+        num_cells: int = 200,
+        activation_class: type[nn.Module] = nn.ELU,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.net = MLP(
+            in_features,
+            1,
+            depth=depth,
+            num_cells=num_cells,
+            activation_class=activation_class,
+            device=device,
+        )
+
+    def forward(self, *latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logit = self.net(torch.cat(latents, dim=-1))
+        return logit, torch.sigmoid(logit)
 
 
 class SymExpTwoHot(nn.Module):
