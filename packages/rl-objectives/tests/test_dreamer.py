@@ -130,6 +130,40 @@ def test_dreamer_model_loss_matches_reference(burn_in, delayed_clamp):
     assert losses["loss_model_kl"].shape == ()
 
 
+@pytest.mark.parametrize("burn_in", [0, 2])
+def test_dreamer_model_loss_continuation_bce(burn_in):
+    outs = {**_v1_outputs(), "continue_pred": torch.randn(3, 6, 1)}
+    term = torch.zeros(3, 6, 1, dtype=torch.bool)
+    term[0, -1] = term[2, 3] = True
+    td = TensorDict(
+        {
+            ("next", "pixels"): torch.randn(3, 6, 2, 5, 5),
+            ("next", "reward"): torch.randn(3, 6, 1),
+            ("next", "terminated"): term,
+        },
+        [3, 6],
+    )
+    losses, _ = DreamerModelLoss(_fixed_world_model(outs), lambda_continue=0.7, burn_in=burn_in)(td)
+    s = slice(burn_in, None)
+    p, y = torch.sigmoid(outs["continue_pred"][:, s]), 1.0 - term[:, s].float()
+    bce = -(y * p.log() + (1 - y) * (1 - p).log()).mean()
+    torch.testing.assert_close(losses["loss_model_continue"], 0.7 * bce)
+    # without 'terminated', 'done' is the target; without lambda_continue no entry
+    td_done = td.clone()
+    td_done.rename_key_(("next", "terminated"), ("next", "done"))
+    losses, _ = DreamerModelLoss(_fixed_world_model(outs), lambda_continue=0.7, burn_in=burn_in)(
+        td_done
+    )
+    torch.testing.assert_close(losses["loss_model_continue"], 0.7 * bce)
+    plain, _ = DreamerModelLoss(_fixed_world_model(outs))(td)
+    assert "loss_model_continue" not in list(plain.keys())
+    # a world model without a continuation head: a clear error
+    with pytest.raises(KeyError, match="ContinuationHead"):
+        DreamerModelLoss(_fixed_world_model(_v1_outputs()), lambda_continue=1.0)(td)
+    with pytest.raises(ValueError, match="lambda_continue"):
+        DreamerModelLoss(_fixed_world_model(outs), lambda_continue=-1.0)
+
+
 def test_dreamer_model_loss_bad_input():
     outs = _v1_outputs(T=3)
     td = TensorDict(
@@ -226,6 +260,43 @@ def test_dreamer_actor_and_value_losses_match_reference(discount_loss):
     # value loss
     vloss = DreamerValueLoss(value, discount_loss=discount_loss, gamma=0.9)
     vl, _ = vloss(fake)
+    pred = value.module(fake["state"])
+    torch.testing.assert_close(
+        vl["loss_value"], (w * (pred - target.detach()) ** 2).sum((1, 2)).mean()
+    )
+
+
+def test_dreamer_actor_and_value_losses_with_continuation():
+    env = _ToyImagination()
+    actor, value = _actor_value()
+    cont = TensorDictModule(
+        torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Sigmoid()),
+        in_keys=["state"],
+        out_keys=["continuation"],
+    )
+    loss = DreamerActorLoss(actor, value, env, imagination_horizon=5, continuation_model=cont)
+    loss.make_value_estimator(ValueEstimators.TDLambda, gamma=0.9, lmbda=0.8)
+    start = TensorDict(state=torch.randn(6, 3), belief=torch.randn(6, 1), batch_size=[6])
+    losses, fake = loss(start)
+    # reference: plain loop, discount gamma * c[t] of the imagined next state
+    s, rewards, next_values, conts = start["state"], [], [], []
+    for _ in range(5):
+        a = actor.module(s, torch.zeros(6, 1))
+        s, r = env.transition(s, a)
+        rewards.append(r)
+        next_values.append(value.module(s))
+        conts.append(cont.module(s))
+    rew, nv, c = torch.stack(rewards, 1), torch.stack(next_values, 1), torch.stack(conts, 1)
+    target = _lambda_ref(rew, nv, 0.9 * c, 0.8)
+    w = torch.cat([torch.ones(6, 1, 1), 0.9 * c[:, :-1]], 1).cumprod(1).detach()
+    torch.testing.assert_close(losses["loss_actor"], -(target * w).sum((1, 2)).mean())
+    torch.testing.assert_close(fake["discount_weight"], w)
+    torch.testing.assert_close(fake["next", "continuation"], c.detach())
+    # the continuation head is held out of the actor's gradient
+    losses["loss_actor"].backward()
+    assert cont.module[0].weight.grad is None and actor.module.lin.weight.grad is not None
+    # the value loss weights by the stored discount_weight, not gamma^t
+    vl, _ = DreamerValueLoss(value, gamma=0.9)(fake)
     pred = value.module(fake["state"])
     torch.testing.assert_close(
         vl["loss_value"], (w * (pred - target.detach()) ** 2).sum((1, 2)).mean()

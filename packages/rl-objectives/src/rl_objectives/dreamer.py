@@ -9,8 +9,11 @@
 * :class:`DreamerValueLoss`: regresses the value on those lambda-returns.
 
 Names, arguments, keys and defaults are TorchRL's (``torchrl.objectives.dreamer``); the losses
-are scalars (TorchRL's have shape ``[1]``). Extension: ``DreamerModelLoss(burn_in=k)`` excludes
-the first ``k`` steps of each sequence (used only to warm up the belief) from the losses.
+are scalars (TorchRL's have shape ``[1]``). Extensions: ``DreamerModelLoss(burn_in=k)`` excludes
+the first ``k`` steps of each sequence (used only to warm up the belief) from the losses;
+``DreamerModelLoss(lambda_continue=w)`` trains a continuation head (BCE against
+``1 - terminated``) and ``DreamerActorLoss(continuation_model=...)`` uses its probability as
+the per-step discount of the lambda-returns (DreamerV3's form, optional in v1).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
@@ -87,7 +91,9 @@ class DreamerModelLoss(LossModule):
     ``loss_model_kl = lambda_kl * mean(max(free_nats, KL(q || p)))`` (the KL summed over
     state dims; with ``delayed_clamp`` the clamp comes after the mean);
     ``loss_model_reco = lambda_reco * mean(sum_obs_dims(dist(obs, reco)))``;
-    ``loss_model_reward = lambda_reward * mean(dist(r, r_hat))``.
+    ``loss_model_reward = lambda_reward * mean(dist(r, r_hat))``; with ``lambda_continue > 0``,
+    ``loss_model_continue = lambda_continue * mean(BCE(sigmoid(c_hat), 1 - terminated))`` on the
+    logit ``("next", "continue_pred")`` of a continuation head.
 
     Args:
         world_model: the world model.
@@ -101,6 +107,7 @@ class DreamerModelLoss(LossModule):
         global_average: average over every dim instead of summing event dims. Default ``False``.
         burn_in: leading steps of each sequence left out of the losses (they only warm up
             the belief). Default 0. Sequences must be longer.
+        lambda_continue: weight of the continuation BCE (0: no continuation head). Default 0.
 
     Returns (forward):
         ``(losses, tensordict)``: the scalar losses and the world model's output (detached).
@@ -130,6 +137,9 @@ class DreamerModelLoss(LossModule):
             prior_mean, prior_std, posterior_mean, posterior_std: the RSSM's Gaussians.
             pixels: the observation to reconstruct. Default ``"pixels"``.
             reco_pixels: its reconstruction. Default ``"reco_pixels"``.
+            continue_pred: the continuation logit. Default ``"continue_pred"``.
+            terminated: the continuation target is its negation. Default ``"terminated"``.
+            done: used when the data has no ``terminated``. Default ``"done"``.
         """
 
         reward: NestedKey = "reward"
@@ -140,6 +150,9 @@ class DreamerModelLoss(LossModule):
         posterior_std: NestedKey = "posterior_std"
         pixels: NestedKey = "pixels"
         reco_pixels: NestedKey = "reco_pixels"
+        continue_pred: NestedKey = "continue_pred"
+        terminated: NestedKey = "terminated"
+        done: NestedKey = "done"
 
     default_keys = _AcceptedKeys
     default_out_keys: ClassVar[tuple[str, ...]] = (
@@ -161,6 +174,7 @@ class DreamerModelLoss(LossModule):
         delayed_clamp: bool = False,
         global_average: bool = False,
         burn_in: int = 0,
+        lambda_continue: float = 0.0,
     ) -> None:
         super().__init__()
         self.world_model = world_model
@@ -175,6 +189,10 @@ class DreamerModelLoss(LossModule):
         if burn_in < 0:
             raise ValueError(f"burn_in must be >= 0, got {burn_in}.")
         self.burn_in = burn_in
+        if lambda_continue < 0:
+            raise ValueError(f"lambda_continue must be >= 0, got {lambda_continue}.")
+        self.lambda_continue = lambda_continue
+        self.continue_target_scale = 1.0
 
     def kl_loss(
         self,
@@ -210,6 +228,27 @@ class DreamerModelLoss(LossModule):
             return x
         return x.narrow(batch_ndim - 1, self.burn_in, x.shape[batch_ndim - 1] - self.burn_in)
 
+    def _continue_loss(self, td: TensorDictBase, batch_ndim: int) -> torch.Tensor:
+        """``lambda_continue * mean(BCE(continue_pred, scale * (1 - terminated)))`` (``done``
+        when the data has no ``terminated``)."""
+        name, keys = type(self).__name__, self.tensor_keys
+        pred = _require(
+            td, _next(keys.continue_pred), name, "continue_pred",
+            "lambda_continue > 0 needs a continuation head in the world model (e.g. "
+            "rl_modules.ContinuationHead writing ('next', 'continue_pred')).",
+        )  # fmt: skip
+        ended = td.get(_next(keys.terminated), None)
+        if ended is None:
+            ended = _require(
+                td, _next(keys.done), name, "done",
+                "The continuation target is 1 - terminated (or 1 - done): store the env's flags.",
+            )  # fmt: skip
+        pred = self._after_burn_in(pred, batch_ndim)
+        ended = self._after_burn_in(ended, batch_ndim)
+        target = (~ended.bool()).to(pred.dtype) * self.continue_target_scale
+        bce = F.binary_cross_entropy_with_logits(pred, target.reshape(pred.shape))
+        return self.lambda_continue * bce
+
     def forward(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         """Returns ``(losses, world-model output)``; see the class docstring."""
         td = self._run_world_model(tensordict)
@@ -226,14 +265,14 @@ class DreamerModelLoss(LossModule):
         obs, reco = get("pixels"), get("reco_pixels")
         reco_loss = _sum_event(distance(reco, obs, self.reco_loss), nb, self.global_average)
         reward = distance(get("reward"), get("true_reward"), self.reward_loss)
-        losses = loss_output(
-            {
-                "loss_model_kl": self.lambda_kl * kl,
-                "loss_model_reco": self.lambda_reco * reco_loss,
-                "loss_model_reward": self.lambda_reward * reward.mean(),
-            }
-        )
-        return losses, td.detach()
+        entries = {
+            "loss_model_kl": self.lambda_kl * kl,
+            "loss_model_reco": self.lambda_reco * reco_loss,
+            "loss_model_reward": self.lambda_reward * reward.mean(),
+        }
+        if self.lambda_continue > 0:
+            entries["loss_model_continue"] = self._continue_loss(td, nb)
+        return loss_output(entries), td.detach()
 
 
 class DreamerActorLoss(LossModule):
@@ -245,7 +284,10 @@ class DreamerActorLoss(LossModule):
     model scores the imagined next states and
     ``G[t] = r[t] + gamma ((1 - lmbda) V(s[t+1]) + lmbda G[t+1])`` (``G[H-1] = r + gamma V(s[H])``);
     ``loss_actor = -mean_over_starts(sum_t w[t] G[t])`` with ``w[t] = gamma^t`` when
-    ``discount_loss`` (else 1). ``gamma`` and ``lmbda`` are those of the value estimator
+    ``discount_loss`` (else 1). With a ``continuation_model`` (writing the probability
+    ``"continuation"`` of the imagined next latents, e.g. a ``ContinuationHead``), ``gamma``
+    becomes ``gamma * c[t]`` in ``G`` and ``w[t] = prod_{k<t} gamma c[k]``, written to the
+    fake data as ``"discount_weight"`` (read by :class:`DreamerValueLoss`). ``gamma`` and ``lmbda`` are those of the value estimator
     (``make_value_estimator(ValueEstimators.TDLambda, gamma=..., lmbda=...)``; defaults
     0.99 and 0.95).
 
@@ -256,6 +298,8 @@ class DreamerActorLoss(LossModule):
             ``reset(td)`` and ``rollout(max_steps, policy, auto_reset=False, tensordict=td)``).
         imagination_horizon: imagined steps. Default 15.
         discount_loss: weight step ``t`` by ``gamma^t``. Default ``True``.
+        continuation_model: optional ``td -> td`` reading the imagined next latents and
+            writing ``"continuation"`` (its parameters are held out of this loss).
 
     Returns (forward):
         ``(losses, fake_data)``: ``loss_actor`` and the detached imagined trajectories
@@ -271,6 +315,8 @@ class DreamerActorLoss(LossModule):
             reward: the imagined reward (under ``"next"``). Default ``"reward"``.
             value: the value. Default ``"state_value"``.
             done, terminated: unused by imagination (never done); kept for TorchRL.
+            continuation: written by the continuation model. Default ``"continuation"``.
+            discount_weight: the step weights written with a continuation model.
         """
 
         belief: NestedKey = "belief"
@@ -278,6 +324,8 @@ class DreamerActorLoss(LossModule):
         value: NestedKey = "state_value"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
+        continuation: NestedKey = "continuation"
+        discount_weight: NestedKey = "discount_weight"
 
     default_keys = _AcceptedKeys
     default_value_estimator = ValueEstimators.TDLambda
@@ -296,6 +344,7 @@ class DreamerActorLoss(LossModule):
         *,
         imagination_horizon: int = 15,
         discount_loss: bool = True,
+        continuation_model: Any = None,
         gamma: float | None = None,
         lmbda: float | None = None,
     ) -> None:
@@ -309,6 +358,7 @@ class DreamerActorLoss(LossModule):
         # not registered: the value model is trained by DreamerValueLoss
         self.__dict__["value_model"] = value_model
         self.__dict__["model_based_env"] = model_based_env
+        self.__dict__["continuation_model"] = continuation_model
         self.imagination_horizon = imagination_horizon
         self.discount_loss = discount_loss
 
@@ -339,16 +389,46 @@ class DreamerActorLoss(LossModule):
         reward = fake.get(_next(self.tensor_keys.reward))
         return fake, reward, next_td.get(self.tensor_keys.value)
 
+    def _continuation(self, fake: TensorDictBase) -> torch.Tensor | None:
+        """The continuation probability of each imagined next latent (``[N, H, 1]``), also
+        written to ``fake`` under ``("next", continuation)``; ``None`` without a model."""
+        model = self.__dict__["continuation_model"]
+        if model is None:
+            return None
+        key = self.tensor_keys.continuation
+        next_td = fake.get("next").select(*model.in_keys, strict=False)
+        with hold_out(model):
+            model(next_td)
+        continuation = _require(
+            next_td, key, type(self).__name__, "continuation",
+            "The continuation model must write the probability of continuing.",
+        )  # fmt: skip
+        fake.set(_next(key), continuation)
+        return continuation
+
+    def _step_discounts(
+        self, fake: TensorDictBase, reward: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(gamma * c[t], c)`` per imagined step (``c`` = 1 without a continuation model)."""
+        gamma = estimator_factors(self)[0]
+        continuation = self._continuation(fake)
+        if continuation is None:
+            return torch.full_like(reward, gamma), None
+        return gamma * continuation.reshape(reward.shape), continuation
+
     def forward(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         """Returns ``(losses, fake_data)``; see the class docstring."""
         fake, reward, next_value = self._imagine(tensordict)
-        gamma, lmbda = estimator_factors(self)
-        target = lambda_return(reward, next_value, gamma, lmbda)
+        lmbda = estimator_factors(self)[1]
+        step_gamma, continuation = self._step_discounts(fake, reward)
+        target = lambda_return(reward, next_value, step_gamma, lmbda)
         fake.set("lambda_target", target)
         if self.discount_loss:
-            weights = discount_weights(torch.full_like(target, gamma))
+            weights = discount_weights(step_gamma).detach()
         else:
             weights = torch.ones_like(target)
+        if continuation is not None:
+            fake.set(self.tensor_keys.discount_weight, weights)
         loss = -(target * weights).sum((-2, -1)).mean()
         return loss_output({"loss_actor": loss}), fake.detach()
 
@@ -357,7 +437,8 @@ class DreamerValueLoss(LossModule):
     """Dreamer's value loss: regress ``V`` on the imagined lambda-returns.
 
     ``loss_value = mean_over_starts(sum_t w[t] dist(V(s[t]), G[t]))``, ``w[t] = gamma^t``
-    when ``discount_loss``.
+    when ``discount_loss`` (the fake data's ``"discount_weight"`` instead when it holds them:
+    :class:`DreamerActorLoss` with a continuation model writes them).
 
     Args:
         value_model: the value network (writes ``"state_value"``).
@@ -409,7 +490,10 @@ class DreamerValueLoss(LossModule):
         td = fake_data.select(*self.value_model.in_keys, strict=False)
         self.value_model(td)
         value = td.get(self.tensor_keys.value)
-        if self.discount_loss:
+        stored = fake_data.get("discount_weight", None)
+        if self.discount_loss and stored is not None:
+            weights = stored.detach()
+        elif self.discount_loss:
             weights = discount_weights(torch.full_like(target, self.gamma))
         else:
             weights = torch.ones_like(target)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
-import torch.nn.functional as F
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
@@ -28,7 +27,6 @@ from rl_objectives._dreamer_common import (
     default_bins,
     discount_weights,
     estimator_factors,
-    hold_out,
     lambda_return,
     symlog,
     two_hot_cross_entropy,
@@ -194,6 +192,7 @@ class DreamerV3ModelLoss(DreamerModelLoss):
             reco_loss=reco_loss,
             global_average=global_average,
             burn_in=burn_in,
+            lambda_continue=lambda_continue,
         )
         if kl_mode not in ("balanced", "separate"):
             raise ValueError(f"kl_mode must be 'balanced' or 'separate', got {kl_mode!r}.")
@@ -201,7 +200,6 @@ class DreamerV3ModelLoss(DreamerModelLoss):
             raise ValueError(f"reco_loss must be 'l2' or 'l1', got {reco_loss!r}.")
         if not 0 < continue_target_scale <= 1:
             raise ValueError("continue_target_scale must be in (0, 1].")
-        self.lambda_continue = lambda_continue
         self.kl_mode = kl_mode
         self.lambda_dynamic = lambda_dynamic
         self.lambda_representation = lambda_representation
@@ -249,13 +247,7 @@ class DreamerV3ModelLoss(DreamerModelLoss):
             reward_loss = (symlog(true_reward) - symlog(get("reward"))).pow(2)
         entries["loss_model_reward"] = self.lambda_reward * reward_loss.mean()
         if self.lambda_continue > 0:
-            pred = get("continue_pred")
-            terminated = get("terminated", required=False)
-            if terminated is None:
-                terminated = get("done")
-            target = (~terminated).to(pred.dtype) * self.continue_target_scale
-            bce = F.binary_cross_entropy_with_logits(pred, target.reshape(pred.shape))
-            entries["loss_model_continue"] = self.lambda_continue * bce
+            entries["loss_model_continue"] = self._continue_loss(td, nb)
         return loss_output(entries), td.detach()
 
 
@@ -329,6 +321,7 @@ class DreamerV3ActorLoss(DreamerActorLoss):
             model_based_env,
             imagination_horizon=imagination_horizon,
             discount_loss=discount_loss,
+            continuation_model=continuation_model,
             gamma=gamma,
             lmbda=lmbda,
         )
@@ -339,7 +332,6 @@ class DreamerV3ActorLoss(DreamerActorLoss):
             raise ValueError("return_normalization_rate must be in [0, 1].")
         if return_normalization_min_scale <= 0:
             raise ValueError("return_normalization_min_scale must be positive.")
-        self.__dict__["continuation_model"] = continuation_model
         self.entropy_bonus = entropy_bonus
         self.use_reinforce = use_reinforce
         self.return_normalization = return_normalization
@@ -377,18 +369,8 @@ class DreamerV3ActorLoss(DreamerActorLoss):
         """Returns ``(losses, fake_data)``; see the class docstring."""
         keys = self.tensor_keys
         fake, reward, next_value = self._imagine(tensordict)
-        gamma, lmbda = estimator_factors(self)
-        continuation = None
-        model = self.__dict__["continuation_model"]
-        if model is not None:
-            next_td = fake.get("next").select(*model.in_keys, strict=False)
-            with hold_out(model):
-                model(next_td)
-            continuation = next_td.get(keys.continuation)
-            fake.set(_next(keys.continuation), continuation)
-        step_gamma = (
-            torch.full_like(reward, gamma) if continuation is None else gamma * continuation
-        )
+        lmbda = estimator_factors(self)[1]
+        step_gamma, continuation = self._step_discounts(fake, reward)
         target = lambda_return(reward, next_value, step_gamma, lmbda)
         fake.set("lambda_target", target)
         weights = discount_weights(step_gamma) if self.discount_loss else torch.ones_like(target)
