@@ -94,6 +94,13 @@ from rl_modules.recurrent import (
     recurrent_mode,
     set_recurrent_mode,
 )
+from rl_modules.sequence import (
+    ACTModel,
+    DecisionTransformer,
+    DecisionTransformerInferenceWrapper,
+    DTActor,
+    OnlineDTActor,
+)
 from rl_modules.value_norm import PopArtValueNorm, RunningValueNorm, ValueNorm
 
 __version__ = _version("rl-modules")
@@ -189,4 +196,13 @@ __all__ += [
     "two_hot_cross_entropy",
     "two_hot_decode",
     "two_hot_encode",
+]
+
+# Sequence models: Decision Transformer and ACT.
+__all__ += [
+    "ACTModel",
+    "DTActor",
+    "DecisionTransformer",
+    "DecisionTransformerInferenceWrapper",
+    "OnlineDTActor",
 ]
