@@ -20,10 +20,15 @@ from rl_objectives import ClipPPOLoss, DQNLoss, SACLoss
 from rl_objectives.value import functional as F
 from rl_objectives.value._scan import DOUBLING_MAX_NUMEL, reverse_linear_scan
 
-# tensordict 0.14 reads a torch config flag that torch 2.15 deprecates; harmless, not ours
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:torch._dynamo.config.inline_inbuilt_nn_modules is deprecated:FutureWarning"
-)
+pytestmark = [
+    # tensordict 0.14 reads a torch config flag that torch 2.15 deprecates; harmless, not ours
+    pytest.mark.filterwarnings(
+        "ignore:torch._dynamo.config.inline_inbuilt_nn_modules is deprecated:FutureWarning"
+    ),
+    # the losses here hold target parameters and no updater (compilation does not need one):
+    # TorchRL's warning about it is tested in test_target_updater_warning.py
+    pytest.mark.filterwarnings("ignore:No target network updater:UserWarning"),
+]
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,10 @@ from objectives_testlib import make_action_value, make_qvalue, make_tanh_actor, 
 
 from rl_objectives import CQLLoss, DiscreteCQLLoss
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 
 def _q(qnet, obs, act, params=None):
     if params is None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from objectives_testlib import ACT, OBS, make_qvalue, transitions
 from tensordict.nn import TensorDictModule
 
 from rl_objectives import DDPGLoss, TD3Loss
+
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
 
 
 def _actor():

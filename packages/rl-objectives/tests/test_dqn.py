@@ -8,6 +8,10 @@ from objectives_testlib import N_ACT, make_action_value, transitions
 
 from rl_objectives import DistributionalDQNLoss, DQNLoss, HardUpdate, SoftUpdate
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 
 @pytest.mark.parametrize("double_dqn", [False, True])
 @pytest.mark.parametrize("action", ["categorical", "one_hot"])
@@ -187,3 +191,22 @@ def test_action_space_from_a_composite_spec_or_the_q_value_head():
     wrapped.add_module("net", make_action_value())
     wrapped.add_module("head", Head())
     assert DQNLoss(wrapped).action_space == "categorical"
+
+
+def test_distributional_dqn_action_space_from_its_head_and_td0_only():
+    z = torch.linspace(-1, 1, 5)
+
+    class Head(torch.nn.Module):  # a DistributionalQValueActor keeps the space on its head
+        action_space = "categorical"
+
+    wrapped = torch.nn.Sequential()
+    wrapped.add_module("net", make_action_value())
+    wrapped.add_module("head", Head())
+    assert DistributionalDQNLoss(wrapped, gamma=0.9, support=z).action_space == "categorical"
+    loss = DistributionalDQNLoss(make_action_value(), gamma=0.9, support=z, delay_value=False)
+    assert loss.action_space == "one_hot"  # nothing to read it from: TorchRL's default
+    loss.make_value_estimator()  # the default (TD(0)) is accepted, as TorchRL's
+    loss.make_value_estimator("td0")
+    for other in ("td1", "tdlambda", "gae", "vtrace"):
+        with pytest.raises(NotImplementedError, match="TD0"):
+            loss.make_value_estimator(other)

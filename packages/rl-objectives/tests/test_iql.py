@@ -17,6 +17,10 @@ from tensordict.nn import TensorDictModule
 
 from rl_objectives import DiscreteIQLLoss, IQLLoss, SoftUpdate
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 
 def _q(qnet, obs, act, params=None):
     if params is None:

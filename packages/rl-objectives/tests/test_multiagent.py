@@ -18,6 +18,10 @@ from torch.nn import functional as F
 
 from rl_objectives import HardUpdate, IPPOLoss, MAPPOLoss, MultiAgentGAE, QMixerLoss
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 N, OBS, A, S = 3, 4, 5, 6  # agents, obs features, actions, global state features
 AGENT_KEYS = {
     "action": ("agents", "action"),

@@ -9,6 +9,10 @@ from tensordict.nn import TensorDictModule, TensorDictSequential
 
 from rl_objectives import REDQLoss, SoftUpdate
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 
 def _slice(params, i):
     return {k.removeprefix("module."): v[i] for k, v in params.flatten_keys(".").items()}

@@ -18,6 +18,10 @@ from rl_objectives.value import (
     registered_value_estimators,
 )
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 
 def _transitions(n: int = 6) -> TensorDict:
     g = torch.Generator().manual_seed(0)

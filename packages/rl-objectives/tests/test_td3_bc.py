@@ -11,6 +11,10 @@ from tensordict.nn import TensorDictModule
 
 from rl_objectives import TD3BCLoss
 
+# These checks build losses with target parameters and no updater (their numerics do not
+# need one): TorchRL's warning about it is tested in test_target_updater_warning.py.
+pytestmark = pytest.mark.filterwarnings("ignore:No target network updater:UserWarning")
+
 
 def _actor():
     return TensorDictModule(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,7 +18,7 @@ from rl_objectives._kwargs import kwargs_to_tensordict
 from rl_objectives._nets import BoundParams
 from rl_objectives.value.registry import ValueEstimators, build_value_estimator, check_value_type
 
-__all__ = ["LossModule", "ValueEstimatorLike"]
+__all__ = ["TARGET_NET_WARNING", "LossModule", "ValueEstimatorLike", "rl_warnings"]
 
 # What a loss's ``value_estimator=`` accepts: a built-in type, its name, a registered key,
 # or a ready estimator module.
@@ -50,6 +52,26 @@ def estimator_keys(
 
 _EMPTY = torch.Size([])
 
+TARGET_NET_WARNING = (
+    "No target network updater has been associated with this loss module: it holds target "
+    "parameters, which will only move if you update them yourself. Build a SoftUpdate / "
+    "HardUpdate on the loss (or set delay_*=False); the environment variable RL_WARNINGS=0 "
+    "turns this warning off."
+)
+
+
+def rl_warnings() -> bool:
+    """Whether TorchRL's optional warnings are on: the ``RL_WARNINGS`` environment variable
+    (read at each call; on unless ``0``, ``false`` or ``no``).
+
+    Examples:
+        >>> import os
+        >>> os.environ.pop("RL_WARNINGS", None) and None
+        >>> rl_warnings()
+        True
+    """
+    return os.environ.get("RL_WARNINGS", "1").strip().lower() not in ("0", "false", "no", "off")
+
 
 def loss_output(entries: dict[str, Any]) -> TensorDictBase:
     """The TensorDict a loss returns: ``entries`` (string keys) with ``batch_size=[]``.
@@ -81,6 +103,9 @@ class LossModule(nn.Module):
       :mod:`rl_objectives.value.registry`;
     * reduction (``"mean"``, ``"sum"``, ``"none"``) with optional importance weights;
     * a ``debug`` flag: non-finite inputs raise;
+    * as in TorchRL, a call of a loss that holds target parameters but has no
+      :class:`~rl_objectives.SoftUpdate` / :class:`~rl_objectives.HardUpdate` built on it
+      warns (:data:`TARGET_NET_WARNING`; ``RL_WARNINGS=0`` silences it);
     * TorchRL's call with tensors as keywords: ``loss(observation=..., action=...,
       next_reward=...)`` returns the ``out_keys`` entries as a tuple (one tensor for one
       key); :meth:`select_out_keys` narrows the output of both kinds of call.
@@ -128,10 +153,14 @@ class LossModule(nn.Module):
         self.functional = True
         self.separate_losses = False
         self._critic_params_cache: TensorDictBase | None = None
+        # set by convert_to_functional(create_target_params=True), cleared by an updater
+        self._target_updater_missing = False
 
     # -- calls with tensors, output keys --------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._target_updater_missing and rl_warnings() and not torch.compiler.is_compiling():
+            warnings.warn(TARGET_NET_WARNING, UserWarning, stacklevel=2)
         if args or not kwargs or "tensordict" in kwargs:
             out = super().__call__(*args, **kwargs)
             if self._selected_out_keys is not None:
@@ -230,6 +259,7 @@ class LossModule(nn.Module):
         if create_target_params:
             target = TensorDict.from_module(module).data.clone()
             setattr(self, f"target_{name}_params", TensorDictParams(target, no_convert=True))
+            self._target_updater_missing = True
 
     def network_params(self, name: str) -> TensorDictBase:
         """The live parameters (and buffers) of network ``name`` as a TensorDict.

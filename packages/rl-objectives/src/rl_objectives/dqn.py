@@ -209,6 +209,9 @@ class DistributionalDQNLoss(LossModule):
 
     default_keys = _AcceptedKeys
     default_out_keys = ("loss",)
+    # the target is the projected one-step distribution: only TD(0) describes it
+    default_value_estimator = ValueEstimators.TD0
+    SUPPORTED_VALUE_ESTIMATORS = (ValueEstimators.TD0,)
 
     def __init__(
         self,
@@ -237,9 +240,10 @@ class DistributionalDQNLoss(LossModule):
         self.register_buffer("support", torch.as_tensor(support, dtype=torch.float32).clone())
         self.gamma = gamma
         self.delay_value = delay_value
-        if action_space is None and getattr(value_network, "action_space", None) is None:
-            action_space = "one_hot"
-        self.action_space = action_space_name(action_space, value_network)
+        try:  # the network's spec or Q-value head, else one-hot
+            self.action_space = action_space_name(action_space, value_network)
+        except ValueError:
+            self.action_space = "one_hot"
         self.use_prioritized_weights = use_prioritized_weights
 
     def _project(

@@ -275,6 +275,7 @@ class REDQLoss(LossModule):
             self._target_qvalue_params = TensorDictParams(
                 self._qvalue_params.data.clone(), no_convert=True
             )
+            self._target_updater_missing = True
         self.num_qvalue_nets = num_qvalue_nets
         self.sub_sample_len = max(1, min(sub_sample_len, num_qvalue_nets - 1))
         self.loss_function = loss_function

@@ -41,6 +41,7 @@ class TargetNetUpdater:
                 "delay_actor=True / delay_qvalue=True to use an updater."
             )
         self.loss_module = loss_module
+        loss_module._target_updater_missing = False  # the loss stops warning at each call
         self.initialized = False
         self.init_()
 
