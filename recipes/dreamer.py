@@ -8,12 +8,15 @@ that never cross episodes (``SliceSampler``): world model, then actor (backpropa
 lambda-returns of ``imagination_horizon`` imagined steps through the dynamics, in a
 ``DreamerEnv``), then critic. ``--version v3`` swaps in DreamerV3's parts: 32x32-style discrete
 latents with unimix, KL balancing with free bits, symlog reconstruction, two-hot reward and
-critic heads, and a slow (EMA) critic regulariser.
+critic heads, a continuation head (the probability of not terminating, trained with BCE and
+used as the per-step discount of the imagined returns; ``--continuation`` adds it to v1) and a
+slow (EMA) critic regulariser. ``--device cuda`` trains on a GPU (envs and replay stay on CPU).
 
     uv run recipes/dreamer.py                                  # v1, Pendulum (state), 50k frames
     uv run recipes/dreamer.py --version v3
     uv run recipes/dreamer.py --env cartpole-swingup --pixels  # DM Control from 64x64 pixels
     uv run recipes/dreamer.py --smoke
+    MUJOCO_GL=egl uv run recipes/dreamer.py --env cartpole-swingup --pixels --version v3 --device cuda
     uv run recipes/dreamer.py --resume runs/dreamer/checkpoint.pt
 """
 
@@ -55,6 +58,7 @@ from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
 from rl_envs import DMControlEnv, DreamerEnv, PendulumEnv
 from rl_modules import (
     MLP,
+    ContinuationHead,
     DreamerActor,
     ObsDecoder,
     ObsEncoder,
@@ -129,6 +133,11 @@ class Config(RunConfig):
     """Lambda of the imagined lambda-returns."""
     free_nats: float = 3.0
     """KL floor: free nats (v1) / free bits (v3 uses min(free_nats, 1.0))."""
+    continuation: bool = False
+    """v1: add a continuation head (BCE on 1 - terminated; its probability discounts the
+    imagined returns). v3 always has one."""
+    device: str = "cpu"
+    """Where the networks train: 'cpu' or 'cuda' ('cuda:N'); envs and replay stay on CPU."""
     buffer_size: int = 1_000_000
     """Replay capacity (steps)."""
     output_dir: str = "runs/dreamer"
@@ -154,6 +163,28 @@ class Config(RunConfig):
 
 
 # ---------------------------------------------------------------------------- environment
+
+
+def resolve_device(name: str) -> torch.device:
+    """``torch.device(name)`` for 'cpu' / 'cuda[:N]', with a clear error when CUDA is absent."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"--device must be 'cpu' or 'cuda' ('cuda:N'), got {name!r}.") from err
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be 'cpu' or 'cuda' ('cuda:N'), got {name!r}.")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"--device {name} was asked for, but torch.cuda.is_available() is False (torch "
+                f"{torch.__version__}, built with CUDA {torch.version.cuda}). Run on a machine "
+                "with an NVIDIA GPU and a CUDA build of torch, or pass --device cpu."
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) are visible."
+            )
+    return device
 
 
 class Task:
@@ -221,10 +252,11 @@ class TwoHotCritic(nn.Module):
         return self.two_hot(logits), logits
 
 
-def build_agent(cfg: Config, task: Task) -> dict[str, Any]:
+def build_agent(cfg: Config, task: Task, device: torch.device | None = None) -> dict[str, Any]:
     v3 = cfg.version == "v3"
     if cfg.version not in ("v1", "v3"):
         raise ValueError(f"--version must be 'v1' or 'v3', got {cfg.version!r}.")
+    device = torch.device("cpu") if device is None else device
     act_dim = task.action_spec.shape[-1]
     h, b = cfg.hidden_dim, cfg.rnn_hidden_dim
     s = cfg.num_categoricals * cfg.num_classes if v3 else cfg.state_dim
@@ -276,10 +308,21 @@ def build_agent(cfg: Config, task: Task) -> dict[str, Any]:
         post_net, in_keys=[(nxt, "belief"), (nxt, "encoded_latents")], out_keys=post_out
     )
     latents = [(nxt, "state"), (nxt, "belief")]
+    heads: nn.Module = TensorDictModule(reward_net, in_keys=latents, out_keys=reward_train_out)
+    continuation = None
+    if v3 or cfg.continuation:
+        cont_net = ContinuationHead(s + b, depth=2, num_cells=h, activation_class=act)
+        cont_out = [(nxt, "continue_pred"), (nxt, "continue_prob")]
+        heads = TensorDictSequential(
+            heads, TensorDictModule(cont_net, in_keys=latents, out_keys=cont_out)
+        )
+        continuation = TensorDictModule(
+            cont_net, in_keys=["state", "belief"], out_keys=["continue_pred", "continuation"]
+        )
     world_model = WorldModelWrapper(
-        TensorDictSequential(encoder, rollout_cls(prior, posterior), decoder),
-        TensorDictModule(reward_net, in_keys=latents, out_keys=reward_train_out),
+        TensorDictSequential(encoder, rollout_cls(prior, posterior), decoder), heads
     )
+    world_model.to(device)
     imagination = DreamerEnv(
         WorldModelWrapper(
             TensorDictModule(prior_net, in_keys=["state", "belief", "action"], out_keys=imag_out),
@@ -287,6 +330,7 @@ def build_agent(cfg: Config, task: Task) -> dict[str, Any]:
         ),
         prior_shape=(s,),
         belief_shape=(b,),
+        device=device,
     )
     imagination.set_specs_from_env(task.env)
     imagination.action_spec_unbatched = task.action_spec
@@ -298,13 +342,15 @@ def build_agent(cfg: Config, task: Task) -> dict[str, Any]:
             out_keys=["loc", "scale"],
         ),
         in_keys=["loc", "scale"],
-        spec=task.action_spec,
+        spec=task.action_spec.to(device),
         distribution_class=TanhNormal,
         return_log_prob=True,
     )
     value = TensorDictModule(value_net, in_keys=["state", "belief"], out_keys=value_out)
     with torch.no_grad():  # materialise the lazy layers (DreamerActor's first Linear)
         actor(TensorDict(state=torch.zeros(1, s), belief=torch.zeros(1, b), batch_size=[1]))
+    actor.to(device)
+    value.to(device)
     return {
         "world_model": world_model,
         "imagination": imagination,
@@ -314,6 +360,8 @@ def build_agent(cfg: Config, task: Task) -> dict[str, Any]:
         "prior": prior_net,
         "posterior": post_net,
         "latent_dims": (s, b),
+        "continuation": continuation,
+        "device": device,
     }
 
 
@@ -327,27 +375,36 @@ def build_losses(cfg: Config, agent: dict[str, Any], task: Task) -> dict[str, An
             lambda_representation=0.1,
             unimix=0.01,
             free_bits=min(cfg.free_nats, 1.0),
+            lambda_continue=1.0,
         )
         actor_loss: Any = DreamerV3ActorLoss(
             agent["actor"],
             agent["value"],
             agent["imagination"],
+            continuation_model=agent["continuation"],
             imagination_horizon=cfg.imagination_horizon,
         )
         value_loss: Any = DreamerV3ValueLoss(
             agent["value"], value_loss="two_hot", slow_critic_regularization=1.0
         )
     else:
-        model_loss = DreamerModelLoss(agent["world_model"], free_nats=cfg.free_nats)
+        model_loss = DreamerModelLoss(
+            agent["world_model"],
+            free_nats=cfg.free_nats,
+            lambda_continue=1.0 if cfg.continuation else 0.0,
+        )
         actor_loss = DreamerActorLoss(
             agent["actor"],
             agent["value"],
             agent["imagination"],
+            continuation_model=agent["continuation"],
             imagination_horizon=cfg.imagination_horizon,
         )
         value_loss = DreamerValueLoss(agent["value"], gamma=cfg.gamma)
     model_loss.set_keys(pixels=key, reco_pixels=f"reco_{key}")
     actor_loss.make_value_estimator(ValueEstimators.TDLambda, gamma=cfg.gamma, lmbda=cfg.lmbda)
+    for loss in (model_loss, actor_loss, value_loss):  # their buffers (bins, statistics)
+        loss.to(agent["device"])
     updater = SoftUpdate(value_loss, tau=0.02) if cfg.version == "v3" else None
     return {"model": model_loss, "actor": actor_loss, "value": value_loss, "updater": updater}
 
@@ -364,9 +421,9 @@ def run_episode(
     The actor acts on the RSSM's filtered latents: after each step the belief moves with the
     action taken and the posterior reads the new observation, as in training.
     """
-    env = task.env
+    env, device = task.env, agent["device"]
     s_dim, b_dim = agent["latent_dims"]
-    state, belief = torch.zeros(1, s_dim), torch.zeros(1, b_dim)
+    state, belief = torch.zeros(1, s_dim, device=device), torch.zeros(1, b_dim, device=device)
     td = env.reset()
     steps = []
     interaction = InteractionType.DETERMINISTIC if mode == "mode" else InteractionType.RANDOM
@@ -376,13 +433,13 @@ def run_episode(
         else:
             with set_interaction_type(interaction):
                 out = agent["actor"](TensorDict(state=state, belief=belief, batch_size=[1]))
-            action = out["action"][0]
+            action = out["action"][0].cpu()
         td = env.step(td.set("action", action.to(task.env_action_dtype)))
         nxt = td.get("next")
         obs = task.observe(nxt)
-        x = task.to_float(obs).unsqueeze(0)
+        x = task.to_float(obs.to(device)).unsqueeze(0)
         embed = agent["encoder"].module(x)
-        belief = agent["prior"](state, belief, action.unsqueeze(0))[-1]
+        belief = agent["prior"](state, belief, action.to(device).unsqueeze(0))[-1]
         state = agent["posterior"](belief, embed)[-1]
         steps.append(
             TensorDict(
@@ -415,6 +472,22 @@ def clip_step(optim: torch.optim.Optimizer, params: list[torch.Tensor], clip: fl
     return float(norm)
 
 
+def sample_batch(
+    cfg: Config, task: Task, agent: dict[str, Any], buffer: TensorDictReplayBuffer
+) -> TensorDictBase:
+    """``[batch_size, batch_length]`` sequences on the training device, float observations and
+    zero initial latents."""
+    s_dim, b_dim = agent["latent_dims"]
+    device = agent["device"]
+    batch = buffer.sample().reshape(cfg.batch_size, cfg.batch_length).to(device)
+    key = ("next", task.key)
+    batch.set(key, task.to_float(batch.get(key)))
+    shape = (cfg.batch_size, cfg.batch_length)
+    batch.set("state", torch.zeros(*shape, s_dim, device=device))
+    batch.set("belief", torch.zeros(*shape, b_dim, device=device))
+    return batch
+
+
 def train_step(
     cfg: Config,
     task: Task,
@@ -424,14 +497,7 @@ def train_step(
     params: dict[str, list[torch.Tensor]],
     buffer: TensorDictReplayBuffer,
 ) -> dict[str, float]:
-    s_dim, b_dim = agent["latent_dims"]
-    batch = buffer.sample().reshape(cfg.batch_size, cfg.batch_length)
-    key = ("next", task.key)
-    batch.set(key, task.to_float(batch.get(key)))
-    shape = (cfg.batch_size, cfg.batch_length)
-    batch.set("state", torch.zeros(*shape, s_dim))
-    batch.set("belief", torch.zeros(*shape, b_dim))
-
+    batch = sample_batch(cfg, task, agent, buffer)
     model_losses, model_out = losses["model"](batch)
     model_total = sum(v for k, v in model_losses.items() if k.startswith("loss"))
     optims["model"].zero_grad()
@@ -462,10 +528,11 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
     out = Path(cfg.output_dir)
     torch.set_num_threads(cfg.torch_threads)
+    device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     task = Task(cfg)
     task.env.set_seed(cfg.seed)
-    agent = build_agent(cfg, task)
+    agent = build_agent(cfg, task, device)
     losses = build_losses(cfg, agent, task)
     params = {
         "model": list(agent["world_model"].parameters()),
