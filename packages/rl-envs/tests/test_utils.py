@@ -61,6 +61,19 @@ class BadEnv(PendulumEnv):
         return out
 
 
+@pytest.mark.parametrize("action_key", ["action", ("agents", "action")])
+def test_step_mdp_next_root_does_not_alias_next_subtds(action_key):
+    td = TensorDict(
+        agents=TensorDict(obs=torch.zeros(2, 1), batch_size=(2,)),
+        next=TensorDict(agents=TensorDict(obs=torch.ones(2, 1), batch_size=(2,))),
+    )
+    td.set(action_key, torch.zeros(2, 1) if action_key != "action" else torch.zeros(1))
+    root = step_mdp(td, action_keys=action_key)
+    root.set(("agents", "action"), torch.ones(2, 1))  # e.g. the next step's policy writes
+    assert root["agents", "obs"] is td["next", "agents", "obs"]  # tensors shared
+    assert ("next", "agents", "action") not in td.keys(True)  # structure not shared
+
+
 def test_check_env_specs_names_undeclared_key():
     with pytest.raises(AssertionError, match=r"extra \[\('next', 'undeclared'\)\]"):
         check_env_specs(BadEnv())

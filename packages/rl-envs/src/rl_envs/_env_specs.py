@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from tensordict.utils import NestedKey
 
+from rl_envs import done as _done
 from rl_envs.specs import Categorical, Composite
 
 __all__ = ["EnvSpecs"]
@@ -270,6 +271,50 @@ class EnvSpecs:
     @full_state_spec_unbatched.setter
     def full_state_spec_unbatched(self, spec: Any) -> None:
         self.full_state_spec = self._from_unbatched(spec)
+
+    @property
+    def output_spec(self) -> Composite:
+        """``full_observation_spec``, ``full_reward_spec`` and ``full_done_spec`` in one
+        Composite (TorchRL's layout). The entries are the env's own specs, not copies:
+        set them through their properties (``env.full_observation_spec = ...``)."""
+        return Composite(
+            full_observation_spec=self._full_observation_spec,
+            full_reward_spec=self._full_reward_spec,
+            full_done_spec=self._full_done_spec,
+            shape=self._batch_size,
+            device=self._device,
+        )
+
+    @property
+    def input_spec(self) -> Composite:
+        """``full_action_spec`` and ``full_state_spec`` in one Composite (see :attr:`output_spec`)."""
+        return Composite(
+            full_action_spec=self._full_action_spec,
+            full_state_spec=self._full_state_spec,
+            shape=self._batch_size,
+            device=self._device,
+        )
+
+    @property
+    def output_spec_unbatched(self) -> Composite:
+        """:attr:`output_spec` without the batch dims."""
+        return self._unbatch(self.output_spec)
+
+    @property
+    def input_spec_unbatched(self) -> Composite:
+        """:attr:`input_spec` without the batch dims."""
+        return self._unbatch(self.input_spec)
+
+    @property
+    def done_keys_groups(self) -> list[list[NestedKey]]:
+        """The done keys grouped by the level that holds them (one group per reset key)."""
+        return _done.done_keys_groups(self._full_done_spec)
+
+    @property
+    def reset_keys(self) -> list[NestedKey]:
+        """``(*prefix, "_reset")`` for each level of :attr:`full_done_spec` holding done
+        flags, sorted by depth: where a partial reset is requested (``"_reset"`` at the root)."""
+        return _done.reset_keys(self._full_done_spec)
 
     @property
     def action_keys(self) -> list[NestedKey]:

@@ -28,6 +28,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from rl_envs._checks import check_action_in_spec, warn_once_if_out_of_spec
+from rl_envs.done import any_done, batch_done, terminated_or_truncated
 from rl_envs.rollout_backend import choose_backend
 from rl_envs.utils import step_mdp
 
@@ -112,18 +113,19 @@ def _start(env: EnvBase, auto_reset: bool, tensordict: TensorDictBase | None) ->
             "rollout(auto_reset=False) needs the start: pass tensordict=<the current root>, "
             "e.g. the last step of a previous rollout passed through step_mdp."
         )
-    done = tensordict.get("done", None)
-    if done is not None and bool(done.any()):
+    if any_done(tensordict, env.full_done_spec):
         # TorchRL's maybe_reset: finished entries are reset before the first step.
         tensordict = tensordict.clone(False)
-        tensordict.set("_reset", done)
+        terminated_or_truncated(tensordict, env.full_done_spec)
         return env.reset(tensordict)
     return tensordict
 
 
-def _freeze_after_first_done(result: TensorDictBase, batch_ndim: int) -> TensorDictBase:
+def _freeze_after_first_done(
+    result: TensorDictBase, batch_ndim: int, done_keys: list[Any]
+) -> TensorDictBase:
     """For ``break_when_all_done``: entries repeat their first done step afterwards."""
-    done = result.get(("next", "done"))
+    done = batch_done(result.get("next"), done_keys, batch_ndim + 1)
     t = done.shape[batch_ndim]
     n = result.batch_size[:batch_ndim].numel()
     flat_done = done.reshape(n, t, -1).any(-1)
@@ -269,7 +271,7 @@ def run_rollout(
         elif not env._out_of_spec_warned:
             warn_if_rollout_out_of_spec(env, result)
         if mode == "all":
-            result = _freeze_after_first_done(result, nb)
+            result = _freeze_after_first_done(result, nb, env.done_keys)
         if out is not None:
             view = out[(slice(None),) * nb + (slice(0, result.shape[nb]),)]
             view.update_(result)
@@ -324,7 +326,7 @@ def _generic(
             td, nxt = env._step_and_maybe_reset_unchecked(root)  # runs the hooks itself
         else:
             td, nxt = env._step_unchecked(root), None
-            if break_any and not last and not bool(td.get(("next", "done")).any()):
+            if break_any and not last and not any_done(td.get("next"), env.full_done_spec):
                 nxt = step_mdp(
                     td, reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys
                 )
@@ -340,7 +342,7 @@ def _generic(
             if nxt is None:  # a done step: stop here
                 break
         elif break_all:
-            done = td.get(("next", "done"))
+            done = batch_done(td.get("next"), done_keys, nb)
             ever_done = done if ever_done is None else ever_done | done
             if bool(ever_done.all()):
                 break
@@ -351,7 +353,7 @@ def _generic(
     elif not env._out_of_spec_warned and return_contiguous:
         warn_if_rollout_out_of_spec(env, result)
     if break_all and nb > 0 and return_contiguous:
-        frozen = _freeze_after_first_done(result, nb)
+        frozen = _freeze_after_first_done(result, nb, done_keys)
         if frozen is not result:
             if out is not None:
                 result.update_(frozen)

@@ -97,6 +97,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs import _checks
 from rl_envs._env_specs import EnvSpecs
+from rl_envs.done import batch_reset_mask, terminated_or_truncated
 from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.specs import Composite, Unbounded
 from rl_envs.utils import step_mdp
@@ -258,14 +259,18 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             done flags (``False`` where reset).
         """
         mask = None
+        reset_keys: list[Any] = ["_reset"]
         if tensordict is not None:
             mask = tensordict.get("_reset", None)
+            if mask is None:  # nested done groups: ("agents", "_reset"), ...
+                reset_keys = self.reset_keys
+                mask = batch_reset_mask(tensordict, reset_keys, len(self._batch_size))
         out = self._reset(tensordict, **kwargs)
         _checks.check_batch_size(out, self._batch_size, f"{type(self).__name__}._reset")
         self._fill_missing_done(out, reset=True)
         if tensordict is None:
             return out
-        prev = tensordict.exclude("next", "_reset", *self.action_keys, *self.reward_keys)
+        prev = tensordict.exclude("next", *reset_keys, *self.action_keys, *self.reward_keys)
         if mask is not None and not bool(mask.all()):
             out = _merge_partial(out, prev, mask, len(self._batch_size))
         prev.update(out)
@@ -351,8 +356,11 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         if hooks is not None:
             tensordict, root = hooks(tensordict, root)
         done = root.get("done", None)
-        if done is not None and bool(done.any()):
-            root.set("_reset", done)
+        if done is not None:
+            if bool(done.any()):
+                root.set("_reset", done)
+                root = self.reset(root)
+        elif terminated_or_truncated(root, self._full_done_spec):  # writes the nested "_reset"s
             root = self.reset(root)
         return tensordict, root
 

@@ -10,7 +10,11 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
-__all__ = ["EnvCreator", "check_env_specs", "step_mdp"]
+from rl_envs.done import terminated_or_truncated
+
+__all__ = ["EnvCreator", "check_env_specs", "step_mdp", "terminated_or_truncated"]
+
+_terminated_or_truncated = terminated_or_truncated  # TorchRL's private name (its test helpers)
 
 
 def _as_tuple(key: NestedKey) -> tuple[str, ...]:
@@ -102,7 +106,11 @@ def step_mdp(
         drop_next += rewards
     if exclude_done:
         drop_next += dones
-    out = nxt.exclude(*drop_next) if drop_next else nxt.copy()
+    # clone(False): a new structure (sub-TensorDicts included) sharing the tensors, so
+    # that writing into the next root never writes into tensordict["next"]
+    out = nxt.clone(False)
+    if drop_next:
+        out.exclude(*drop_next, inplace=True)
     if keep_other:
         drop_root: list[NestedKey] = ["next", *rewards]
         if exclude_action:
@@ -141,6 +149,8 @@ def _flat_next_root(
     if not all(type(value) is torch.Tensor for _, value in carried):
         return None
     out = nxt.exclude(*rewards)
+    if not all(type(value) is torch.Tensor for value in out.values()):
+        out = out.clone(False)  # sub-TensorDicts: not shared with tensordict["next"]
     present = set(out.keys())
     for key, value in carried:
         if key not in present:
