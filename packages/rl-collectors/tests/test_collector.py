@@ -319,8 +319,8 @@ def test_constructor_and_factory() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"frames_per_batch": 5}, ValueError, "multiple of 2"),
-        ({"frames_per_batch": 4, "total_frames": 7}, ValueError, "total_frames=7"),
+        ({"frames_per_batch": 0}, ValueError, "frames_per_batch must be > 0"),
+        ({"frames_per_batch": 4, "total_frames": -3}, ValueError, "total_frames must be"),
         ({"frames_per_batch": 4, "split_trajs": True, "flatten": True}, ValueError, "pick one"),
         ({"frames_per_batch": 4, "exploration_type": "sometimes"}, ValueError, "sometimes"),
     ],
@@ -328,6 +328,17 @@ def test_constructor_and_factory() -> None:
 def test_bad_arguments_are_explained(kwargs: dict, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         Collector(ToyEnv((2,)), None, **kwargs)
+
+
+def test_frame_counts_are_rounded_up_to_whole_env_steps_with_a_warning() -> None:
+    """As TorchRL: 5 frames over 2 sub-envs become 6 (3 steps), total 7 becomes 8."""
+    with (
+        pytest.warns(UserWarning, match="frames_per_batch=5 .* rounded up to 6"),
+        pytest.warns(UserWarning, match="total_frames=7 .* 8 frames"),
+    ):
+        collector = Collector(ToyEnv((2,)), None, frames_per_batch=5, total_frames=7)
+    assert [batch.numel() for batch in collector] == [6, 2]
+    assert len(collector) == 2
 
 
 def test_policy_without_action_key_is_reported() -> None:

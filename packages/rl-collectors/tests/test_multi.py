@@ -166,16 +166,17 @@ def test_state_dict_resume() -> None:
     assert old.isdisjoint(new)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"frames_per_batch": 30}, "not a multiple of 2"),
-        ({"frames_per_batch": 40, "total_frames": 42}, "total_frames=42"),
-    ],
-)
-def test_bad_frame_counts_are_explained(kwargs: dict, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        MultiSyncCollector(TOY_2, None, num_workers=2, **kwargs)
+def test_frame_counts_are_rounded_up_to_whole_steps_of_every_worker() -> None:
+    """As TorchRL: 30 frames over 2 workers x 2 sub-envs become 32; total 42 becomes 44."""
+    with (
+        pytest.warns(UserWarning, match="frames_per_batch=30 .* rounded up to 32"),
+        pytest.warns(UserWarning, match="total_frames=42 .* 44 frames"),
+    ):
+        collector = MultiSyncCollector(
+            TOY_2, None, num_workers=2, frames_per_batch=30, total_frames=42
+        )
+    with collector:
+        assert [batch.numel() for batch in collector] == [32, 12]
 
 
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,26 +63,40 @@ def merge_timings(frames: int, parts: list[BatchTimings], started: float) -> Bat
     )
 
 
-def check_frames(frames_per_batch: int, total_frames: int, unit: int, what: str) -> None:
-    """Validate that the frame counts can be met exactly in steps of ``unit`` frames.
+def fit_frames(frames_per_batch: int, total_frames: int, unit: int, what: str) -> tuple[int, int]:
+    """Frame counts rounded up to whole steps of ``unit`` frames, as TorchRL does.
+
+    A ``frames_per_batch`` or ``total_frames`` that is not a multiple of ``unit`` (the
+    frames one step of every env gives) is rounded up with a ``UserWarning``: the
+    collector gathers the few extra frames rather than refusing the arguments.
+
+    Returns:
+        ``(frames_per_batch, total_frames)``, each a multiple of ``unit`` (``-1`` stays ``-1``).
 
     Raises:
-        ValueError: naming the argument, what was expected and how to fix it.
+        ValueError: a non-positive ``frames_per_batch`` or ``total_frames`` (other than ``-1``).
     """
     if frames_per_batch <= 0:
         raise ValueError(f"frames_per_batch must be > 0; got {frames_per_batch}.")
-    if frames_per_batch % unit:
-        raise ValueError(
-            f"frames_per_batch={frames_per_batch} is not a multiple of {unit} ({what}); "
-            f"use a multiple such as {max(unit, frames_per_batch // unit * unit)}."
-        )
     if total_frames == 0 or total_frames < -1:
         raise ValueError(f"total_frames must be -1 (endless) or > 0; got {total_frames}.")
-    if total_frames > 0 and total_frames % unit:
-        raise ValueError(
-            f"total_frames={total_frames} is not a multiple of {unit} ({what}), so it cannot be "
-            f"met exactly; use {total_frames // unit * unit or unit}."
+    fitted = -(-frames_per_batch // unit) * unit
+    if fitted != frames_per_batch:
+        warnings.warn(
+            f"frames_per_batch={frames_per_batch} is not a multiple of {unit} ({what}); it is "
+            f"rounded up to {fitted}. Pass a multiple of {unit} to silence this warning.",
+            UserWarning,
+            stacklevel=3,
         )
+    total = total_frames if total_frames < 0 else -(-total_frames // unit) * unit
+    if total != total_frames:
+        warnings.warn(
+            f"total_frames={total_frames} is not a multiple of {unit} ({what}); {total} frames "
+            f"will be collected. Pass a multiple of {unit} to silence this warning.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return fitted, total
 
 
 def frames_for_next_batch(frames_per_batch: int, total_frames: int, frames_done: int) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,16 +33,19 @@ class WorkerSpec:
 def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
     """The worker's own ``Collector``: endless, disjoint trajectory ids, version tracking."""
     policy = pickle.loads(spec.policy_bytes) if spec.policy_bytes is not None else None
-    collector = Collector(
-        spec.create_env_fn,
-        policy,
-        frames_per_batch=spec.frames_per_batch,
-        total_frames=-1,
-        create_env_kwargs=spec.create_env_kwargs,
-        return_same_td=True,
-        track_policy_version=True,
-        **spec.collector_kwargs,
-    )
+    with warnings.catch_warnings():
+        # The parent rounds the batch up and warns once; the worker's share follows silently.
+        warnings.filterwarnings("ignore", "frames_per_batch=", UserWarning)
+        collector = Collector(
+            spec.create_env_fn,
+            policy,
+            frames_per_batch=spec.frames_per_batch,
+            total_frames=-1,
+            create_env_kwargs=spec.create_env_kwargs,
+            return_same_td=True,
+            track_policy_version=True,
+            **spec.collector_kwargs,
+        )
     collector._configure_worker(spec.index, spec.num_workers, shared_buffer)
     return collector
 

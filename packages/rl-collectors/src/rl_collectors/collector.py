@@ -17,9 +17,9 @@ from rl_collectors._batching import (
     POLICY_VERSION_KEY,
     TRAJ_IDS_KEY,
     BatchTimings,
-    check_frames,
     check_options,
     finish_batch,
+    fit_frames,
     frames_for_next_batch,
     make_progress_bar,
 )
@@ -96,9 +96,10 @@ class Collector:
         create_env_fn: an env honouring ``docs/contract.md`` or a callable returning one.
         policy: a callable ``TensorDict -> TensorDict`` writing ``"action"``; ``None`` draws
             random actions from ``env.action_spec.rand()``.
-        frames_per_batch: frames per batch (a multiple of the env's batch numel).
-        total_frames: frames to collect in all (``-1``: endless). Counted exactly,
-            random frames included; the last batch is shorter if needed.
+        frames_per_batch: frames per batch; rounded up (with a warning) to a multiple of
+            the env's batch numel, as in TorchRL.
+        total_frames: frames to collect in all (``-1``: endless), random frames included;
+            rounded up like ``frames_per_batch``. The last batch is shorter if needed.
         device: default for the three devices below.
         storing_device: where batches are stored. Defaults to ``env_device``.
         policy_device: where the policy runs. Defaults to the policy's parameters' device.
@@ -175,7 +176,7 @@ class Collector:
         self.env = _make_env(create_env_fn, create_env_kwargs)
         self.batch_size = torch.Size(self.env.batch_size)
         self._env_numel = self.batch_size.numel()
-        check_frames(
+        frames_per_batch, total_frames = fit_frames(
             frames_per_batch,
             total_frames,
             self._env_numel,

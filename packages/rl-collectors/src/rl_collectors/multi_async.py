@@ -9,8 +9,8 @@ from typing import Any
 from tensordict import TensorDictBase
 
 from rl_collectors._batching import (
-    check_frames,
     finish_batch,
+    fit_frames,
     frames_for_next_batch,
     make_progress_bar,
 )
@@ -48,7 +48,7 @@ class MultiAsyncCollector(_MultiCollectorBase):
         return self.frames_per_batch
 
     def _check_frames(self) -> None:
-        check_frames(
+        self.frames_per_batch, self.total_frames = fit_frames(
             self.frames_per_batch,
             self.total_frames,
             self._env_numel,

@@ -11,8 +11,8 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_collectors._batching import (
-    check_frames,
     finish_batch,
+    fit_frames,
     frames_for_next_batch,
     make_progress_bar,
     mark_invalid_tail,
@@ -36,7 +36,8 @@ class MultiSyncCollector(_MultiCollectorBase):
             for random actions.
         num_workers: how many workers when one constructor is given.
         frames_per_batch: frames per batch, all workers together.
-        total_frames: frames in all (``-1``: endless), counted exactly.
+        total_frames: frames in all (``-1``: endless). Both counts are rounded up (with a
+            warning) to whole steps of every worker's env, as in TorchRL.
         preemptive_threshold: once this fraction of the workers has finished, the others
             stop early; the steps they did not collect are flagged by
             ``("collector", "traj_ids") == -1`` and ``("collector", "mask") == False``
@@ -88,23 +89,22 @@ class MultiSyncCollector(_MultiCollectorBase):
         )
 
     def _worker_frames_per_batch(self) -> int:
-        if self.frames_per_batch % self.num_workers:
-            raise ValueError(
-                f"frames_per_batch={self.frames_per_batch} is not a multiple of num_workers="
-                f"{self.num_workers}; each worker collects an equal share."
-            )
-        return self.frames_per_batch // self.num_workers
+        # Each worker's share, rounded up; the worker rounds it up to its env's batch numel.
+        return -(-self.frames_per_batch // self.num_workers)
 
     def _check_frames(self) -> None:
         unit = self.num_workers * self._env_numel
         what = f"{self.num_workers} workers x env batch size {tuple(self.env_batch_size)}"
         if self._preempt:
-            # Shares may be unequal (the mask covers them): only the env batch must divide.
-            check_frames(self.frames_per_batch, self.total_frames, self._env_numel, what)
-            if self.frames_per_batch % unit:
-                check_frames(self.frames_per_batch, -1, unit, what)
+            # Shares may be unequal (the mask covers them): total_frames need only fill env steps.
+            self.frames_per_batch, _ = fit_frames(self.frames_per_batch, -1, unit, what)
+            _, self.total_frames = fit_frames(
+                self.frames_per_batch, self.total_frames, self._env_numel, what
+            )
         else:
-            check_frames(self.frames_per_batch, self.total_frames, unit, what)
+            self.frames_per_batch, self.total_frames = fit_frames(
+                self.frames_per_batch, self.total_frames, unit, what
+            )
 
     def _plan(self, frames: int) -> list[int]:
         """Steps per worker for a batch of ``frames`` frames (as equal as possible)."""

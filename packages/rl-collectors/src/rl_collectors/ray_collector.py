@@ -21,9 +21,9 @@ from torch import nn
 
 from rl_collectors._batching import (
     BatchTimings,
-    check_frames,
     check_options,
     finish_batch,
+    fit_frames,
     frames_for_next_batch,
     make_progress_bar,
     merge_timings,
@@ -107,7 +107,8 @@ class RayCollector:
         num_collectors: number of actors when one constructor is given.
         frames_per_batch: frames per batch (all actors together when ``sync=True``, one
             actor's batch when ``sync=False``).
-        total_frames: frames in all (``-1``: endless), counted exactly.
+        total_frames: frames in all (``-1``: endless); both counts are rounded up (with a
+            warning) to whole steps of the actors' envs, as in TorchRL.
         sync: stack one piece from every actor per batch (``True``), or yield each actor's
             batch as soon as it is ready (``False``).
         ray_init_config: keyword arguments for ``ray.init`` when Ray is not initialised yet,
@@ -214,12 +215,8 @@ class RayCollector:
         """Frames each actor collects per call: an equal share with ``sync``, else a batch."""
         if not self.sync:
             return self.frames_per_batch
-        if self.frames_per_batch % self.num_collectors:
-            raise ValueError(
-                f"frames_per_batch={self.frames_per_batch} is not a multiple of num_collectors="
-                f"{self.num_collectors}; with sync=True each actor collects an equal share."
-            )
-        return self.frames_per_batch // self.num_collectors
+        # An equal share, rounded up; each actor rounds it up to its env's batch numel.
+        return -(-self.frames_per_batch // self.num_collectors)
 
     def _start_actors(self, specs: list[WorkerSpec], remote_config: dict[str, Any] | None) -> None:
         """One Ray actor per spec (``remote_config``: Ray's resource options, 1 CPU each)."""
@@ -239,7 +236,7 @@ class RayCollector:
 
     def _check_frames(self) -> None:
         unit = self._env_numel * (self.num_collectors if self.sync else 1)
-        check_frames(
+        self.frames_per_batch, self.total_frames = fit_frames(
             self.frames_per_batch,
             self.total_frames,
             unit,
