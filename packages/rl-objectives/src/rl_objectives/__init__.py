@@ -3,11 +3,13 @@
 from importlib.metadata import version as _version
 
 from rl_objectives.a2c import A2CLoss
+from rl_objectives.act import ACTLoss
 from rl_objectives.bc import BCLoss
 from rl_objectives.common import LossModule
 from rl_objectives.cql import CQLLoss, DiscreteCQLLoss
 from rl_objectives.crossq import CrossQLoss
 from rl_objectives.ddpg import DDPGLoss
+from rl_objectives.decision_transformer import DTLoss, OnlineDTLoss
 from rl_objectives.discrete_sac import DiscreteSACLoss
 from rl_objectives.dqn import DistributionalDQNLoss, DQNLoss
 from rl_objectives.gail import GAILLoss
@@ -37,12 +39,14 @@ __version__ = _version("rl-objectives")
 __all__ = [
     "GAE",
     "A2CLoss",
+    "ACTLoss",
     "BCLoss",
     "CQLLoss",
     "ClipPPOLoss",
     "CrossQLoss",
     "DDPGLoss",
     "DQNLoss",
+    "DTLoss",
     "DiscreteCQLLoss",
     "DiscreteIQLLoss",
     "DiscreteSACLoss",
@@ -55,6 +59,7 @@ __all__ = [
     "LossModule",
     "MAPPOLoss",
     "MultiAgentGAE",
+    "OnlineDTLoss",
     "PPOLoss",
     "QMixerLoss",
     "REDQLoss",
