@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -196,3 +198,104 @@ def test_slice_samplers_take_traj_key_and_end_key_together() -> None:
         SliceSampler(slice_len=2, traj_key="traj", end_key="missing").trajectories(
             storage_with(other=ids)
         )
+
+
+def _two_trajectories(first: int = 3, second: int = 10) -> LazyTensorStorage:
+    traj = torch.cat([torch.zeros(first, dtype=torch.long), torch.ones(second, dtype=torch.long)])
+    step = torch.cat([torch.arange(first), torch.arange(second)])
+    storage = LazyTensorStorage(first + second)
+    storage.set(
+        slice(0, first + second), TensorDict(traj=traj, step=step, batch_size=[traj.numel()])
+    )
+    return storage
+
+
+def _sampled_slices(sampler, storage, batch_size, draws=300):
+    """Every slice drawn as a list of (traj, step) pairs, split at the `_slice_start` markers."""
+    slices = []
+    for _ in range(draws):
+        index, info = sampler.sample(storage, batch_size)
+        data = storage.get(index)
+        starts = [*info["_slice_start"].nonzero().squeeze(-1).tolist(), index.numel()]
+        for a, b in itertools.pairwise(starts):
+            slices.append(
+                list(zip(data["traj"][a:b].tolist(), data["step"][a:b].tolist(), strict=True))
+            )
+    return slices
+
+
+@pytest.mark.parametrize("span", [(2, 2), (0, True), (True, 0)])
+def test_slice_span_lets_slices_run_past_a_trajectory_by_at_most_the_span(span):
+    left, right = (4 if side is True else side for side in span)
+    sampler = SliceSampler(slice_len=5, traj_key="traj", span=span)
+    slices = _sampled_slices(sampler, _two_trajectories(), 10)
+    lengths = {0: 3, 1: 10}
+    missing_left, missing_right = set(), set()
+    for sl in slices:
+        trajs, steps = {t for t, _ in sl}, [s for _, s in sl]
+        assert len(trajs) == 1 and steps == list(range(steps[0], steps[-1] + 1))
+        (t,) = trajs
+        # with the slice's (virtual) start at `steps[0] - miss_left`, steps past the ends are missing
+        miss_left = 5 - len(sl) if steps[0] == 0 and steps[-1] < lengths[t] - 1 else 0
+        miss_right = 5 - len(sl) if steps[-1] == lengths[t] - 1 and steps[0] > 0 else 0
+        assert miss_left <= left and miss_right <= right
+        missing_left.add(miss_left)
+        missing_right.add(miss_right)
+    # every allowed amount shows up, and the 3-step trajectory is reachable through the span
+    assert missing_left == set(range(left + 1)) and missing_right == set(range(right + 1))
+    assert any(t == 0 for sl in slices for t, _ in sl)
+
+
+def test_slice_without_span_keeps_full_slices_and_refuses_an_impossible_span():
+    slices = _sampled_slices(SliceSampler(slice_len=5, traj_key="traj"), _two_trajectories(), 10)
+    assert all(len(sl) == 5 and sl[0][0] == 1 for sl in slices)
+    with pytest.raises(ValueError, match="lower than slice_len"):
+        SliceSampler(slice_len=5, traj_key="traj", span=5).sample(_two_trajectories(), 10)
+
+
+def test_prioritized_slice_span_keeps_the_right_side_only():
+    with pytest.warns(UserWarning, match="left span"):
+        sampler = PrioritizedSliceSampler(13, 1.0, 1.0, slice_len=5, traj_key="traj", span=2,
+                                          backend="torch")  # fmt: skip
+    assert sampler.span == (False, 2)
+    sampler.extend(torch.arange(13))
+    p = torch.zeros(13)
+    p[12] = 1.0  # the last step of the 10-step trajectory: slices must end there, 3 steps long
+    sampler.update_priority(torch.arange(13), p)
+    index, _ = sampler.sample(_two_trajectories(), 10)
+    assert index.tolist() == [10, 11, 12, 10, 11, 12]
+
+
+def test_max_priority_within_buffer_follows_the_stored_items():
+    history = PrioritizedSampler(3, 1.0, 1.0, backend="torch")
+    within = PrioritizedSampler(3, 1.0, 1.0, backend="torch", max_priority_within_buffer=True)
+    for sampler in (history, within):
+        sampler.extend(torch.arange(3))
+        sampler.update_priority(torch.arange(3), torch.tensor([9.0, 4.0, 2.0]))
+        sampler.extend(torch.tensor([0]))  # overwrites the item of priority 9
+    assert history.default_priority == 9.0
+    # the stored raw priorities are now 4 (new item: the max of the others), 4, 2
+    assert within.default_priority == 4.0
+    assert within.priorities()[:3].tolist() == pytest.approx([4.0, 4.0, 2.0])
+    within.update_priority(torch.tensor([0, 1]), torch.tensor([1.0, 3.0]))  # the max is lowered
+    assert within.default_priority == 3.0
+    state = within.state_dict()
+    within.empty()
+    assert within.default_priority == 1.0
+    within.load_state_dict(state)
+    assert within.default_priority == 3.0
+
+
+def test_extend_with_update_priority_false_ignores_the_data_priorities():
+    def buffer():
+        return TensorDictReplayBuffer(
+            storage=LazyTensorStorage(4), sampler=PrioritizedSampler(4, 1.0, 1.0, eps=0.0,
+                                                                     backend="torch"),
+        )  # fmt: skip
+
+    data = TensorDict(td_error=torch.tensor([0.5, 3.0]), batch_size=[2])
+    read, ignored = buffer(), buffer()
+    read.extend(data)
+    ignored.extend(data, update_priority=False)
+    assert read.sampler.priorities()[:2].tolist() == [0.5, 3.0]
+    assert ignored.sampler.priorities()[:2].tolist() == [1.0, 1.0]

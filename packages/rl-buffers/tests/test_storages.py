@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from rl_buffers import (
     LazyMemmapStorage,
@@ -156,3 +157,18 @@ def test_tensor_storage_from_an_empty_tensordict_takes_the_capacity():
     rb = ReplayBuffer(storage=TensorStorage(TensorDict(batch_size=[5])), batch_size=2)
     rb.extend(TensorDict(a=torch.arange(7), batch_size=[7]))
     assert len(rb) == 5 and sorted(rb[:]["a"].tolist()) == [2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("cls", [LazyTensorStorage, LazyMemmapStorage])
+def test_storage_attribute_is_the_whole_capacity_sharing_memory(cls):
+    # TorchRL scripts read storage._storage[index]
+    storage = cls(6)
+    assert storage._storage is None
+    storage.set(
+        slice(0, 3), TensorDict(a=torch.arange(3.0), b={"c": torch.ones(3, 2)}, batch_size=[3])
+    )
+    whole = storage._storage
+    assert whole.batch_size == torch.Size([6]) and whole["b", "c"].shape == (6, 2)
+    assert whole[:3]["a"].tolist() == [0.0, 1.0, 2.0]
+    whole["a"][1] = 7.0
+    assert storage.get(torch.tensor([1]))["a"].tolist() == [7.0]

@@ -294,11 +294,13 @@ class ReplayBuffer(InPlaceWrites, Checkpointing):
         index = self.extend(_unsqueeze(data, self._storage.ndim - 1))
         return int(index[0]) if self._storage.ndim == 1 else index
 
-    def extend(self, data: Any) -> torch.Tensor:
+    def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
         """Writes a batch (first dim; ``[envs, T]`` for 2-d storages); returns the positions written.
 
         The whole batch is checked against the storage's keys, shapes and dtypes
         before anything is written: a bad batch raises and leaves the buffer unchanged.
+        ``update_priority`` is TorchRL's switch for priorities read from the data, which
+        only :class:`TensorDictReplayBuffer` does; here it has no effect.
         """
         if self._transform:
             data = self._transform.inv(data)

@@ -84,9 +84,12 @@ class TensorDictReplayBuffer(ReplayBuffer):
             data = self._sampler.annotate(data, info)
         return data
 
-    def extend(self, data: Any) -> torch.Tensor:
+    def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
+        """Writes a batch; its ``priority_key`` entry, when present, sets the items' priorities
+        (``update_priority=False``: new items get the default priority instead)."""
         index = super().extend(data)
-        if isinstance(data, TensorDictBase) and data.get(self.priority_key, None) is not None \
+        if update_priority is not False and isinstance(data, TensorDictBase) \
+                and data.get(self.priority_key, None) is not None \
                 and isinstance(self._sampler_priority(), PrioritizedSampler):  # fmt: skip
             self.update_priority(data.get("index"), self._reduce(data.get(self.priority_key)))
         return index

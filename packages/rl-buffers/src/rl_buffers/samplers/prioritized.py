@@ -49,6 +49,9 @@ class PrioritizedSampler(Sampler):
             priorities with extra dims: ``"max"``, ``"min"``, ``"sum"``, ``"mean"``.
         device: where the trees live (CUDA trees use the CUDA kernels).
         backend: segment-tree kernels, ``"auto"`` | ``"torch"`` | ``"cpp"`` | ``"cuda"``.
+        max_priority_within_buffer: the priority of new items is the largest among the items
+            stored now (it falls when that item is overwritten or lowered), instead of the
+            largest ever seen.
 
     Examples:
         >>> from rl_buffers import LazyTensorStorage
@@ -72,6 +75,7 @@ class PrioritizedSampler(Sampler):
         reduction: str = "max",
         device: torch.device | str | None = None,
         backend: Backend = "auto",
+        max_priority_within_buffer: bool = False,
     ) -> None:
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}.")
@@ -96,10 +100,20 @@ class PrioritizedSampler(Sampler):
         )
         self.backend = self._sum_tree.backend
         self._max_priority = 1.0
+        self.max_priority_within_buffer = max_priority_within_buffer
+        # within-buffer mode keeps the raw priorities (-inf where nothing is stored) and
+        # where the largest sits, to recompute it when that item is overwritten or lowered
+        self._raw = (
+            torch.full((self.max_capacity,), -math.inf, dtype=torch.float64)
+            if max_priority_within_buffer
+            else None
+        )
+        self._max_position = -1
 
     @property
     def default_priority(self) -> float:
-        """The raw priority given to new items: the largest seen so far."""
+        """The raw priority given to new items: the largest seen so far, or with
+        ``max_priority_within_buffer=True`` the largest among the stored items (1 when none)."""
         return self._max_priority
 
     def _positions(self, index: Any, storage: Storage | None) -> torch.Tensor:
@@ -116,10 +130,15 @@ class PrioritizedSampler(Sampler):
                 f"PrioritizedSampler: position {int(positions.max())} was written but the sampler "
                 f"holds {self.max_capacity} priorities: build it with the storage's max_size."
             )
-        if positions.numel():
-            self._write(
-                positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64)
-            )
+        if not positions.numel():
+            return
+        if self._raw is not None:  # the overwritten items no longer count towards the max
+            self._raw[positions] = -math.inf
+            if bool((positions == self._max_position).any()):
+                self._recompute_max()
+        self._write(
+            positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64)
+        )
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         n = check_not_empty(storage)
@@ -172,12 +191,26 @@ class PrioritizedSampler(Sampler):
     def _write(self, positions: torch.Tensor, raw: torch.Tensor) -> None:
         if not positions.numel():
             return
-        self._max_priority = max(self._max_priority, float(raw.max()))
+        if self._raw is None:
+            self._max_priority = max(self._max_priority, float(raw.max()))
+        else:
+            self._raw[positions] = raw
+            if bool((positions == self._max_position).any()) or self._max_position < 0:
+                self._recompute_max()
+            elif float(raw.max()) > self._max_priority:
+                self._max_priority = float(raw.max())
+                self._max_position = int(positions[int(raw.argmax())])
         value = torch.pow(raw + self.eps, self.alpha).to(device=self.device, dtype=self.dtype)
         # positions were range-checked by the callers (update_priority, or written by a writer)
         positions = positions.to(device=self.device, dtype=torch.long)
         self._sum_tree.update_checked(positions, value)
         self._min_tree.update_checked(positions, value)
+
+    def _recompute_max(self) -> None:
+        value, position = self._raw.max(0)
+        stored = bool(value > -math.inf)
+        self._max_priority = float(value) if stored else 1.0
+        self._max_position = int(position) if stored else -1
 
     def reduce(self, priority: torch.Tensor) -> torch.Tensor:
         """Reduces ``[batch, ...]`` priorities to ``[batch]`` with ``self.reduction``."""
@@ -196,13 +229,22 @@ class PrioritizedSampler(Sampler):
         self._sum_tree.clear()
         self._min_tree.clear()
         self._max_priority = 1.0
+        if self._raw is not None:
+            self._raw.fill_(-math.inf)
+        self._max_position = -1
 
     def state_dict(self) -> dict:
-        return {"sum": self._sum_tree.state_dict(), "min": self._min_tree.state_dict(),
-                "max_priority": self._max_priority, "alpha": self.alpha, "beta": self.beta}  # fmt: skip
+        state = {"sum": self._sum_tree.state_dict(), "min": self._min_tree.state_dict(),
+                 "max_priority": self._max_priority, "alpha": self.alpha, "beta": self.beta}  # fmt: skip
+        if self._raw is not None:
+            state.update(raw=self._raw.clone(), max_position=self._max_position)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self._sum_tree.load_state_dict(state["sum"])
         self._min_tree.load_state_dict(state["min"])
         self._max_priority = state["max_priority"]
         self.alpha, self.beta = state["alpha"], state["beta"]
+        if self._raw is not None and "raw" in state:
+            self._raw.copy_(state["raw"])
+            self._max_position = state["max_position"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -25,7 +26,9 @@ class PrioritizedSliceSampler(SliceSampler):
         max_capacity, alpha, beta, eps, dtype, reduction, backend: as in
             :class:`PrioritizedSampler`.
         num_slices, slice_len, end_key, traj_key, truncated_key, init_key,
-        strict_length: as in :class:`SliceSampler`.
+        strict_length, cache_values: as in :class:`SliceSampler`.
+        span: as in :class:`SliceSampler`, right side only: a slice starts at its anchor, so
+            a left span is turned off with a warning (as in TorchRL).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -57,13 +60,23 @@ class PrioritizedSliceSampler(SliceSampler):
         strict_length: bool = True,
         backend: Backend = "auto",
         cache_values: bool = False,
+        span: bool | int | tuple[bool | int, bool | int] = False,
+        max_priority_within_buffer: bool = False,
     ) -> None:
         super().__init__(num_slices=num_slices, slice_len=slice_len, end_key=end_key, traj_key=traj_key,
                          truncated_key=truncated_key, init_key=init_key, strict_length=strict_length,
-                         cache_values=cache_values)  # fmt: skip
+                         cache_values=cache_values, span=span)  # fmt: skip
+        if self.span[0]:
+            warnings.warn(
+                f"PrioritizedSliceSampler: span={span!r} asks for a left span, which is turned off "
+                "(slices start at their prioritized anchor); only the right span is kept.",
+                stacklevel=2,
+            )
+            self.span = (False, self.span[1])
         self.priority = PrioritizedSampler(
-            max_capacity, alpha, beta, eps, dtype, reduction, backend=backend
-        )
+            max_capacity, alpha, beta, eps, dtype, reduction, backend=backend,
+            max_priority_within_buffer=max_priority_within_buffer,
+        )  # fmt: skip
 
     def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
         self.priority.extend(index, storage)

@@ -16,6 +16,15 @@ def _replace_last(key: tuple[str, ...], name: str) -> tuple[str, ...]:
     return (*key[:-1], name)
 
 
+def _as_span(span: bool | int | tuple | list) -> tuple[bool | int, bool | int]:
+    pair = tuple(span) if isinstance(span, (tuple, list)) else (span, span)
+    if len(pair) != 2 or any(not isinstance(side, (bool, int)) or side < 0 for side in pair):
+        raise ValueError(
+            f"span must be a bool, an int >= 0 or a (left, right) pair of them; got {span!r}."
+        )
+    return pair
+
+
 class SliceSampler(Sampler):
     """Samples ``num_slices`` slices of ``slice_len`` consecutive steps, each inside one trajectory.
 
@@ -44,6 +53,11 @@ class SliceSampler(Sampler):
             slices are shorter and the batch smaller).
         cache_values: TorchRL's flag to cache trajectory bounds between samples; here
             they are always cached until the storage is written again (kept for ported code).
+        span: lets slices run past the start (left) and/or the end (right) of their
+            trajectory, so they hold fewer steps: ``True`` on a side allows all but one step
+            to be missing there, an int ``i`` at most ``i``; a bool or int applies to both
+            sides, a pair ``(left, right)`` to each. Trajectories shorter than ``slice_len``
+            become eligible when a span can make up the difference.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -67,9 +81,11 @@ class SliceSampler(Sampler):
         init_key: NestedKey | None = "is_init",
         strict_length: bool = True,
         cache_values: bool = False,
+        span: bool | int | tuple[bool | int, bool | int] = False,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("pass exactly one of num_slices and slice_len.")
+        self.span = _as_span(span)
         self.num_slices, self.slice_len = num_slices, slice_len
         self.traj_key = as_tuple(traj_key) if traj_key is not None else None
         self.end_key = as_tuple(end_key) if end_key is not None else ("next", "done")
@@ -127,13 +143,33 @@ class SliceSampler(Sampler):
             )
         return None
 
+    def _missing_allowed(self, slice_len: int) -> tuple[int, int]:
+        """How many steps a slice may miss before its trajectory's start and after its end."""
+        if any(side is not True and side >= slice_len for side in self.span):
+            raise ValueError(
+                f"span={self.span} lets a slice of {slice_len} steps miss all of them: an int span "
+                "must be lower than slice_len (True allows all but one step to be missing)."
+            )
+        left, right = (slice_len - 1 if side is True else int(side) for side in self.span)
+        return left, right
+
+    def _offset_range(
+        self, length: torch.Tensor, slice_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lowest and highest slice start relative to each trajectory's start (``hi < lo``: ineligible)."""
+        left, right = self._missing_allowed(slice_len)
+        hi = length - slice_len + right
+        if not self.strict_length:
+            hi = hi.clamp(min=0)
+        return torch.full_like(length, -left), hi.clamp(max=length - 1)
+
     def _eligible(self, trajs: Trajectories, slice_len: int) -> torch.Tensor:
-        eligible = (trajs.length >= slice_len).nonzero().squeeze(-1) if self.strict_length \
-            else torch.arange(trajs.length.numel())  # fmt: skip
+        lo, hi = self._offset_range(trajs.length, slice_len)
+        eligible = (hi >= lo).nonzero().squeeze(-1)
         if eligible.numel() == 0:
             raise RuntimeError(
                 f"no stored trajectory has {slice_len} steps or more (longest: {int(trajs.length.max())}): "
-                "lower slice_len, raise num_slices, or pass strict_length=False."
+                "lower slice_len, raise num_slices, or pass strict_length=False or span=."
             )
         return eligible
 
@@ -141,14 +177,14 @@ class SliceSampler(Sampler):
                 anchor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """Flat positions ``[n * L]`` and a validity mask for slices in trajectories ``chosen``."""
         start, length = trajs.start[chosen], trajs.length[chosen]
-        span = length.clamp(max=slice_len)
+        lo, hi = self._offset_range(length, slice_len)
         if anchor is None:
-            offset = (torch.rand(chosen.shape, generator=self._rng) * (length - span + 1)).long()
+            offset = lo + (torch.rand(chosen.shape, generator=self._rng) * (hi - lo + 1)).long()
         else:  # the slice contains `anchor` and stays inside its trajectory
-            offset = (anchor - start).clamp(max=length - span)
-        steps = torch.arange(slice_len)
-        valid = steps.unsqueeze(0) < span.unsqueeze(1)
-        flat = (start + offset).unsqueeze(1) + steps.unsqueeze(0)
+            offset = torch.minimum(anchor - start, hi)
+        relative = offset.unsqueeze(1) + torch.arange(slice_len).unsqueeze(0)
+        valid = (relative >= 0) & (relative < length.unsqueeze(1))
+        flat = start.unsqueeze(1) + relative
         return flat[valid], valid
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:

@@ -107,6 +107,17 @@ class TensorStorage(Storage):
     def layout(self) -> Layout | None:
         return self._layout
 
+    @property
+    def _storage(self) -> Any:
+        """TorchRL's name for the stored data as one structure over the whole capacity
+        (``[max_size]`` or ``[envs, steps]``; items past ``len()`` are unwritten), sharing
+        memory with the storage; ``None`` before the first write. Scripts ported from TorchRL
+        read ``storage._storage[index]``; :meth:`get` is this package's way."""
+        if self._layout is None:
+            return None
+        batch = self._leaves[0].shape[: self.ndim] if self._leaves else torch.Size([self.max_size])
+        return self._layout.build(list(self._leaves), batch)
+
     def _time_capacity(self, envs: int) -> int:
         if self.ndim == 1:
             return self.max_size
