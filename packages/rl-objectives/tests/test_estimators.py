@@ -86,11 +86,27 @@ def test_gae_target_params_and_average():
     assert abs(float(adv.mean())) < 1e-5 and abs(float(adv.std()) - 1) < 1e-4
 
 
-def test_gae_differentiable_keeps_graph():
+def test_gae_differentiable_keeps_graph_to_the_inputs_not_the_critic():
     critic = make_value()
     td = rollout()
+    obs = td["observation"].requires_grad_()
+    td["next", "observation"] = td["next", "observation"].requires_grad_()
     GAE(gamma=0.9, lmbda=0.8, value_network=critic, differentiable=True)(td)
     assert td["value_target"].requires_grad
+    td["advantage"].sum().backward()
+    # as TorchRL's hold_out_net: the inputs get gradients, the critic's parameters none
+    assert obs.grad is not None and obs.grad.abs().sum() > 0
+    assert all(p.grad is None for p in critic.parameters())
+
+
+def test_vtrace_differentiable_holds_the_actor_and_critic_out():
+    actor, critic = make_categorical_actor(), make_value()
+    td = rollout()
+    obs = td["observation"].requires_grad_()
+    VTrace(gamma=0.9, actor_network=actor, value_network=critic, differentiable=True)(td)
+    td["advantage"].sum().backward()
+    assert obs.grad is not None
+    assert all(p.grad is None for p in (*actor.parameters(), *critic.parameters()))
 
 
 @pytest.mark.parametrize(

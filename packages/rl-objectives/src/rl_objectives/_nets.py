@@ -376,6 +376,21 @@ def make_qvalue_networks(qvalue_network: nn.Module | list[nn.Module], num: int) 
     return nn.ModuleList(nets)
 
 
+def unshare_from(nets: nn.ModuleList, actor: nn.Module) -> nn.ModuleList:
+    """``nets`` with each network that shares parameters with ``actor`` replaced by a copy.
+
+    As TorchRL's expanded critics: without ``separate_losses`` the critics own a copy of a trunk
+    they share with the actor (same values), trained by the critic loss only.
+    """
+    actor_ids = {id(p) for p in actor.parameters()}
+    if not any(id(p) in actor_ids for p in nets.parameters()):
+        return nets
+    return nn.ModuleList(
+        copy.deepcopy(net) if any(id(p) in actor_ids for p in net.parameters()) else net
+        for net in nets
+    )
+
+
 def action_space_name(action_space: Any, network: nn.Module | None = None) -> str:
     """``"categorical"`` or ``"one_hot"`` from a string, a spec-like object or the network.
 

@@ -152,7 +152,7 @@ class LossModule(nn.Module):
         self._selected_out_keys: list[str] | None = None
         self.functional = True
         self.separate_losses = False
-        self._critic_params_cache: TensorDictBase | None = None
+        self._own_params_cache: dict[str, TensorDictBase] = {}
         # set by convert_to_functional(create_target_params=True), cleared by an updater
         self._target_updater_missing = False
 
@@ -307,21 +307,32 @@ class LossModule(nn.Module):
         # .to() / .cuda() / .double() replace the parameter tensors: drop stale views
         self._detached.clear()
         self._bound.clear()
-        self._critic_params_cache = None
+        self._own_params_cache.clear()
         return super()._apply(fn, recurse)
 
-    def _critic_params(self) -> TensorDictBase | None:
-        """With ``separate_losses``, the critic's parameters with those shared with the actor
-        detached (so the critic loss trains only the critic's own parameters); else ``None``."""
+    def _own_params(self, name: str = "critic_network") -> TensorDictBase | None:
+        """With ``separate_losses``, network ``name``'s parameters with those it shares with the
+        actor detached (its loss then trains only its own parameters); else ``None`` (the live
+        ones). Cached until ``.to()``."""
         if not self.separate_losses:
             return None
-        if self._critic_params_cache is None:
+        cached = self._own_params_cache.get(name)
+        if cached is None:
             shared = {id(p) for p in self.actor_network.parameters()}
-            params = self.network_params("critic_network")
-            self._critic_params_cache = params.apply(
+            cached = self.network_params(name).apply(
                 lambda p: p.detach() if id(p) in shared else p, filter_empty=False
             )
-        return self._critic_params_cache
+            self._own_params_cache[name] = cached
+        return cached
+
+    def _live_params(self, name: str) -> TensorDictBase | None:
+        """TorchRL's ``<name>_params``: ``None`` without the network (or with
+        ``functional=False``); with ``separate_losses`` a critic's view of :meth:`_own_params`."""
+        if not self.functional or getattr(self, name, None) is None:
+            return None
+        if self.separate_losses and name != "actor_network":
+            return self._own_params(name)
+        return self.network_params(name)
 
     def _reject_ctor_keys(self, **keys: NestedKey | None) -> None:
         """TorchRL's removed key arguments (``advantage_key=``...): raise, pointing at ``set_keys``."""
@@ -374,35 +385,27 @@ class LossModule(nn.Module):
         with torch.no_grad():
             for online, target in self.target_pairs():
                 target.update_(online.detach())
-        self._critic_params_cache = None
+        self._own_params_cache.clear()
 
     @property
     def actor_network_params(self) -> TensorDictBase | None:
         """Live actor parameters (TorchRL's attribute), ``None`` without an actor."""
-        if not self.functional or getattr(self, "actor_network", None) is None:
-            return None
-        return self.network_params("actor_network")
+        return self._live_params("actor_network")
 
     @property
     def critic_network_params(self) -> TensorDictBase | None:
         """Live critic parameters, ``None`` without a critic."""
-        if not self.functional or getattr(self, "critic_network", None) is None:
-            return None
-        return self.network_params("critic_network")
+        return self._live_params("critic_network")
 
     @property
     def qvalue_network_params(self) -> TensorDictBase | None:
         """Live Q-network parameters, ``None`` without Q-networks."""
-        if not self.functional or getattr(self, "qvalue_network", None) is None:
-            return None
-        return self.network_params("qvalue_network")
+        return self._live_params("qvalue_network")
 
     @property
     def value_network_params(self) -> TensorDictBase | None:
         """Live value-network parameters, ``None`` without one."""
-        if not self.functional or getattr(self, "value_network", None) is None:
-            return None
-        return self.network_params("value_network")
+        return self._live_params("value_network")
 
     # -- value estimator ------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -13,14 +12,13 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._alpha import Temperature, sum_to_batch
-from rl_objectives._nets import in_keys_of, make_qvalue_networks, stacked_outputs
+from rl_objectives._nets import in_keys_of, make_qvalue_networks, stacked_outputs, unshare_from
 from rl_objectives._offline import (
     assemble_output,
     policy_dist,
     require_policy_dist,
     resolve_scalar_mode,
     target_entropy_from,
-    without_shared,
 )
 from rl_objectives.common import TD_ESTIMATORS, LossModule, estimator_keys
 from rl_objectives.utils import distance_loss
@@ -141,14 +139,8 @@ class CrossQLoss(LossModule):
             raise ValueError("CrossQLoss: max_alpha must be either None or greater than 0.")
         self.convert_to_functional(actor_network, "actor_network")
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
-        actor_ids = {id(p) for p in actor_network.parameters()}
-        if not separate_losses and any(id(p) in actor_ids for p in qnets.parameters()):
-            # as TorchRL: without separate_losses the critics get their own copy of a trunk
-            # they share with the actor (same values), trained by the critic loss only
-            qnets = nn.ModuleList(
-                copy.deepcopy(net) if any(id(p) in actor_ids for p in net.parameters()) else net
-                for net in qnets
-            )
+        if not separate_losses:
+            qnets = unshare_from(qnets, actor_network)
         self.convert_to_functional(qnets, "qvalue_network")
         self.temperature = Temperature(alpha_init, min_alpha, max_alpha, fixed_alpha)
         self.num_qvalue_nets = num_qvalue_nets
@@ -162,15 +154,6 @@ class CrossQLoss(LossModule):
         self.scalar_output_mode = resolve_scalar_mode(
             "CrossQLoss", self.reduction, scalar_output_mode, "alpha, entropy"
         )
-
-    @property
-    def qvalue_network_params(self) -> TensorDictBase:
-        """The critics' parameters; with ``separate_losses``, those shared with the actor appear
-        detached (the critic loss does not train them, as TorchRL's expanded views)."""
-        params = self.network_params("qvalue_network")
-        if self.separate_losses:
-            return without_shared(params, [self.actor_network])
-        return params
 
     @property
     def log_alpha(self) -> torch.Tensor:
@@ -234,9 +217,7 @@ class CrossQLoss(LossModule):
         nxt = tensordict.get("next")
         with torch.no_grad():
             next_action, next_log_prob = self._sample(nxt)
-        q_params = None
-        if self.separate_losses:
-            q_params = without_shared(self.network_params("qvalue_network"), [self.actor_network])
+        q_params = self._own_params("qvalue_network")
         joint = self._qs(
             self._joint(tensordict, nxt), torch.cat([action, next_action], 0), q_params
         )

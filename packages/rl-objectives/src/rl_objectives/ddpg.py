@@ -40,6 +40,8 @@ class DDPGLoss(LossModule):
         gamma: discount (else the estimator's default, 0.99).
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
+        separate_losses: the value loss does not train parameters the critic shares with the
+            actor (they show detached in ``value_network_params``).
         value_estimator: the value estimator: a ready estimator module, a
             :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
             ``"td0"``); built on first use, with this loss's ``gamma``.
@@ -98,10 +100,12 @@ class DDPGLoss(LossModule):
         gamma: float | None = None,
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
+        separate_losses: bool = False,
         value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
+        self.separate_losses = separate_losses
         self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
         self.convert_to_functional(value_network, "value_network", create_target_params=delay_value)
         self.loss_function = loss_function
@@ -137,7 +141,8 @@ class DDPGLoss(LossModule):
         q_actor = self._q(tensordict, action, self._bound_params("value_network", target=False))
         loss_actor = self._reduce(-q_actor.squeeze(-1), weights)
         # critic
-        pred = self._q(tensordict, self._get(tensordict, "action"), None).squeeze(-1)
+        action_in = self._get(tensordict, "action")
+        pred = self._q(tensordict, action_in, self._own_params("value_network")).squeeze(-1)
         with torch.no_grad():
             nxt = tensordict.get("next")
             next_action = call(

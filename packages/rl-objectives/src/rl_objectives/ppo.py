@@ -272,7 +272,7 @@ class PPOLoss(LossModule):
         target = self._get(td, "value_target")
         old_value = self._get(td, "value") if self.clip_value else None
         td_in = td.detach() if self.separate_losses else td
-        value = output_of(self.critic_network, td_in, keys.value, self._critic_params())
+        value = output_of(self.critic_network, td_in, keys.value, self._own_params())
         target, value, old_value = self._critic_loss_inputs(target, value, old_value)
         if (
             self.reduction == "mean"

@@ -145,9 +145,7 @@ class ReinforceLoss(LossModule):
             target = self._get(td, "value_target")
             old = self._get(td, "value") if self.clip_value else None
             td_in = td.detach() if self.separate_losses else td
-            value = call(self.critic_network, td_in, self._critic_params()).get(
-                self.tensor_keys.value
-            )
+            value = call(self.critic_network, td_in, self._own_params()).get(self.tensor_keys.value)
             loss, frac = summed_critic_loss(
                 target, value, self.loss_critic_type, self.clip_value, old, td.ndim
             )

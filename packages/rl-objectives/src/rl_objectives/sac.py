@@ -18,6 +18,7 @@ from rl_objectives._nets import (
     make_qvalue_networks,
     output_of,
     stacked_outputs,
+    unshare_from,
 )
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
@@ -80,6 +81,9 @@ class SACLoss(LossModule):
         priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
         skip_done_states: TorchRL's hint to skip the actor on done next states; the
             targets are the same either way (done states are masked), all are computed here.
+        separate_losses: the Q-value loss does not train parameters the critics share with the
+            actor (they show detached in ``qvalue_network_params``); without it the critics
+            get their own copy of such a trunk, as TorchRL's expanded critics.
         deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
             values are the same either way (critics run stacked here).
         value_estimator: the value estimator: a ready estimator module, a
@@ -160,6 +164,7 @@ class SACLoss(LossModule):
         use_prioritized_weights: str | bool = "auto",
         priority_key: NestedKey | None = None,
         skip_done_states: bool = False,
+        separate_losses: bool = False,
         deactivate_vmap: bool = False,
         value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
@@ -175,6 +180,9 @@ class SACLoss(LossModule):
             )
         self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
+        self.separate_losses = separate_losses
+        if not separate_losses:
+            qnets = unshare_from(qnets, actor_network)
         self.convert_to_functional(qnets, "qvalue_network", create_target_params=delay_qvalue)
         self.delay_value = delay_value
         if value_network is not None:
@@ -250,7 +258,7 @@ class SACLoss(LossModule):
             next_value = soft_state_value(clipped_double_q(next_q), next_log_prob, alpha)
             next_value = next_value.unsqueeze(-1)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
-        pred = self._qs(tensordict, action, None)
+        pred = self._qs(tensordict, action, self._own_params("qvalue_network"))
         tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
         loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
         loss_q = self._reduce(loss_q, weights)
@@ -300,7 +308,9 @@ class SACLoss(LossModule):
             )
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         # every critic on every sample, then critic i keeps its chunk i (the diagonal)
-        pred_all = self._qs(tensordict, action, None).reshape(n, n, -1, *batch[1:])
+        pred_all = self._qs(tensordict, action, self._own_params("qvalue_network")).reshape(
+            n, n, -1, *batch[1:]
+        )
         idx = torch.arange(n, device=pred_all.device)
         pred = pred_all[idx, idx].reshape(batch)
         td_error = (pred.detach() - target).pow(2)

@@ -10,7 +10,14 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_objectives._nets import BoundParams, call, make_qvalue_networks, stacked_outputs
+from rl_objectives._nets import (
+    BoundParams,
+    call,
+    make_qvalue_networks,
+    stacked_outputs,
+    unshare_from,
+)
+from rl_objectives._offline import action_leaf_spec
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
@@ -25,20 +32,40 @@ from rl_objectives.value.registry import ValueEstimators
 __all__ = ["TD3Loss"]
 
 
-def _bounds(action_spec: Any, bounds: tuple[Any, Any] | None) -> tuple[torch.Tensor, torch.Tensor]:
+def action_bounds(
+    action_spec: Any, bounds: Any, owner: str = "TD3Loss"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(low, high)`` of the action from exactly one of ``action_spec`` and ``bounds``.
+
+    ``action_spec`` is a bounded spec-like object (``space.low`` / ``space.high``) or a
+    Composite holding one at ``"action"`` (e.g. an actor's ``spec``), as TorchRL's TD3 losses.
+
+    Examples:
+        >>> action_bounds(None, (-1.0, 1.0))
+        (tensor(-1.), tensor(1.))
+    """
+    if (action_spec is None) == (bounds is None):
+        raise ValueError(
+            f"{owner}: pass exactly one of action_spec and bounds, but not both or none. "
+            f"Got bounds={bounds} and action_spec={action_spec}."
+        )
     if bounds is not None:
         low, high = bounds
-    elif action_spec is not None:
-        space = getattr(action_spec, "space", action_spec)
+    else:
+        leaf, _ = action_leaf_spec(action_spec, "action")
+        action_spec = leaf if leaf is not None else action_spec
+        space = getattr(action_spec, "space", None)
         low, high = getattr(space, "low", None), getattr(space, "high", None)
         if low is None or high is None:
             raise ValueError(
-                "TD3Loss: the action_spec has no space.low / space.high; pass a bounded spec "
-                "or bounds=(low, high)."
+                f"{owner}: action_spec is not of type Bounded but {type(action_spec).__name__} "
+                "(no space.low / space.high); pass a bounded spec or bounds=(low, high)."
             )
-    else:
-        raise ValueError("TD3Loss needs the action bounds: pass action_spec or bounds=(low, high).")
-    return torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
+    low = torch.as_tensor(low, dtype=torch.get_default_dtype())
+    high = torch.as_tensor(high, dtype=low.dtype, device=low.device)
+    if (low > high).any():
+        raise ValueError(f"{owner}: Got a low bound higher than a high bound.")
+    return low, high
 
 
 class TD3Loss(LossModule):
@@ -52,7 +79,8 @@ class TD3Loss(LossModule):
     Args:
         actor_network: TensorDict module writing ``action``.
         qvalue_network: one Q network (copied ``num_qvalue_nets`` times, re-initialised) or a list.
-        action_spec: spec-like object with ``space.low`` / ``space.high`` (or give ``bounds``).
+        action_spec: bounded spec-like object (``space.low`` / ``space.high``) or a Composite
+            with one at ``"action"`` (an actor's ``spec``); give exactly one of it and ``bounds``.
         bounds: ``(low, high)`` of the action.
         num_qvalue_nets: number of critics.
         policy_noise: std of the target policy noise.
@@ -64,6 +92,9 @@ class TD3Loss(LossModule):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
         priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
+        separate_losses: the Q-value loss does not train parameters the critics share with the
+            actor (they show detached in ``qvalue_network_params``); without it the critics
+            get their own copy of such a trunk, as TorchRL's expanded critics.
         deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
             values are the same either way (critics run stacked here).
         value_estimator: the value estimator: a ready estimator module, a
@@ -130,6 +161,7 @@ class TD3Loss(LossModule):
         reduction: str | None = None,
         use_prioritized_weights: str | bool = "auto",
         priority_key: NestedKey | None = None,
+        separate_losses: bool = False,
         deactivate_vmap: bool = False,
         value_estimator: ValueEstimatorLike = None,
         debug: bool = False,
@@ -137,11 +169,14 @@ class TD3Loss(LossModule):
         super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
         self._reject_ctor_keys(priority_key=priority_key)
         self.deactivate_vmap = deactivate_vmap
-        low, high = _bounds(action_spec, bounds)
+        low, high = action_bounds(action_spec, bounds)
         self.register_buffer("min_action", low)
         self.register_buffer("max_action", high)
         self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
+        self.separate_losses = separate_losses
+        if not separate_losses:
+            qnets = unshare_from(qnets, actor_network)
         self.convert_to_functional(qnets, "qvalue_network", create_target_params=delay_qvalue)
         self.num_qvalue_nets = num_qvalue_nets
         self.policy_noise = policy_noise
@@ -190,7 +225,7 @@ class TD3Loss(LossModule):
             next_q = self._qs(nxt, next_action, self._bound_params("qvalue_network", target=True))
             next_value = clipped_double_q(next_q).unsqueeze(-1)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
-        pred = self._qs(tensordict, action, None)
+        pred = self._qs(tensordict, action, self._own_params("qvalue_network"))
         td_error = (pred - target).detach().pow(2)
         tensordict.set(keys.priority, td_error.max(0).values)
         loss_q = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)

@@ -11,7 +11,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import make_qvalue_networks, output_of, stacked_outputs, with_params
-from rl_objectives._offline import action_leaf_spec, without_shared
+from rl_objectives._offline import without_shared
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
@@ -19,35 +19,11 @@ from rl_objectives.common import (
     estimator_keys,
     loss_output,
 )
+from rl_objectives.td3 import action_bounds
 from rl_objectives.utils import distance_loss
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["TD3BCLoss"]
-
-
-def _action_bounds(action_spec: Any, bounds: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    if (action_spec is None) == (bounds is None):
-        raise ValueError(
-            "TD3BCLoss: pass exactly one of action_spec and bounds, "
-            f"but not both or none. Got bounds={bounds} and action_spec={action_spec}."
-        )
-    if bounds is not None:
-        low, high = bounds
-    else:
-        leaf, _ = action_leaf_spec(action_spec, "action")
-        action_spec = leaf if leaf is not None else action_spec
-        space = getattr(action_spec, "space", None)
-        low, high = getattr(space, "low", None), getattr(space, "high", None)
-        if low is None or high is None:
-            raise ValueError(
-                f"TD3BCLoss: action_spec is not of type Bounded but {type(action_spec).__name__} "
-                "(no space.low / space.high); pass a bounded spec or bounds=(low, high)."
-            )
-    low = torch.as_tensor(low, dtype=torch.get_default_dtype())
-    high = torch.as_tensor(high, dtype=low.dtype, device=low.device)
-    if (low > high).any():
-        raise ValueError("TD3BCLoss: Got a low bound higher than a high bound.")
-    return low, high
 
 
 class TD3BCLoss(LossModule):
@@ -150,7 +126,7 @@ class TD3BCLoss(LossModule):
     ) -> None:
         super().__init__(reduction=reduction, debug=debug)
         self._reject_ctor_keys(priority_key=priority_key)
-        low, high = _action_bounds(action_spec, bounds)
+        low, high = action_bounds(action_spec, bounds, "TD3BCLoss")
         self.convert_to_functional(actor_network, "actor_network", create_target_params=delay_actor)
         qnets = make_qvalue_networks(qvalue_network, num_qvalue_nets)
         self.convert_to_functional(qnets, "qvalue_network", create_target_params=delay_qvalue)

@@ -7,13 +7,36 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._keys import check_finite, get_entry, replace_keys
 
-__all__ = ["ValueEstimatorBase", "ValueEstimatorKeys"]
+__all__ = ["ValueEstimatorBase", "ValueEstimatorKeys", "held_out"]
+
+
+def held_out(
+    module: nn.Module, params: TensorDictBase | None = None
+) -> contextlib.AbstractContextManager:
+    """Run ``module`` (with ``params`` swapped in, if given) on detached parameters when
+    gradients are on: a differentiable estimator passes gradients to its inputs, never to the
+    critic's or actor's parameters (TorchRL's ``hold_out_net``). Under ``no_grad`` only the swap.
+
+    Examples:
+        >>> net = torch.nn.Linear(2, 1)
+        >>> x = torch.randn(3, 2, requires_grad=True)
+        >>> with held_out(net):
+        ...     y = net(x).sum()
+        >>> y.backward()
+        >>> net.weight.grad is None, x.grad is not None
+        (True, True)
+    """
+    if torch.is_grad_enabled():
+        params = (params if params is not None else TensorDict.from_module(module)).detach()
+    if params is None:
+        return contextlib.nullcontext()
+    return params.to_module(module, preserve_module_state=False)
 
 
 def standardize_all(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -65,7 +88,8 @@ class ValueEstimatorBase(nn.Module):
         gamma: discount factor.
         value_network: a TensorDict module writing ``tensor_keys.value``; ``None`` to
             read ``value`` and ``("next", value)`` from the data.
-        differentiable: keep the graph through the critic (off by default: targets are constants).
+        differentiable: keep the graph through the inputs (off by default: targets are
+            constants); the critic's parameters never get gradients from the estimator.
         shifted: evaluate the critic once on the observations plus the next observations
             of the ``done`` and last steps only, instead of on all next observations.
         time_dim: the time dimension of the input TensorDict (its last batch dim by default).
@@ -152,12 +176,7 @@ class ValueEstimatorBase(nn.Module):
     def _call(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
         net = self.value_network
         td_in = td.select(*net.in_keys, strict=False)
-        ctx = (
-            params.to_module(net, preserve_module_state=False)
-            if params is not None
-            else contextlib.nullcontext()
-        )
-        with ctx:
+        with held_out(net, params):
             out = net(td_in)
         return get_entry(out, self.tensor_keys.value, owner=type(self).__name__, key_name="value")
 

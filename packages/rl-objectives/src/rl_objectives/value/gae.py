@@ -22,7 +22,7 @@ class GAE(ValueEstimatorBase):
         lmbda: GAE lambda.
         value_network: critic writing ``state_value`` (``None``: values are read from the data).
         average_gae: standardise the advantage (zero mean, unit std) after computing it.
-        differentiable: keep the graph through the critic.
+        differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call on the observations plus the few next observations
             that are not the following root observation (done and last steps).
         time_dim: time dimension of the TensorDict (its last batch dim by default).

@@ -81,7 +81,7 @@ class TD0Estimator(_TDBase):
         gamma: discount factor.
         value_network: critic (``None``: ``("next", value)`` is read from the data).
         average_rewards: standardise rewards first.
-        differentiable: keep the graph through the critic.
+        differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call (see :class:`~rl_objectives.value.GAE`).
         time_dim: time dimension of the TensorDict.
         debug: raise on non-finite inputs.
@@ -139,7 +139,7 @@ class TDLambdaEstimator(_TDBase):
         lmbda: lambda.
         value_network: critic (``None``: ``("next", value)`` is read from the data).
         average_rewards: standardise rewards first.
-        differentiable: keep the graph through the critic.
+        differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call (see :class:`~rl_objectives.value.GAE`).
         time_dim: time dimension of the TensorDict.
         debug: raise on non-finite inputs.

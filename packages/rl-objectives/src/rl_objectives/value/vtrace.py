@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from rl_objectives.value.common import ValueEstimatorBase, standardize_all
+from rl_objectives.value.common import ValueEstimatorBase, held_out, standardize_all
 from rl_objectives.value.functional import vtrace_advantage_estimate
 from rl_objectives.value.registry import ValueEstimators, register_value_estimator
 
@@ -29,7 +29,7 @@ class VTrace(ValueEstimatorBase):
         rho_thresh: truncation of the importance weights in the TD errors.
         c_thresh: truncation of the traces.
         average_adv: standardise the advantage.
-        differentiable: keep the graph through the critic.
+        differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call (see :class:`~rl_objectives.value.GAE`).
         time_dim: time dimension of the TensorDict.
         debug: raise on non-finite inputs.
@@ -111,7 +111,8 @@ class VTrace(ValueEstimatorBase):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         log_mu = self._get(td, "sample_log_prob")
         action = self._get(td, "action")
-        log_pi = self.actor_network.get_dist(td).log_prob(action)
+        with held_out(self.actor_network):
+            log_pi = self.actor_network.get_dist(td).log_prob(action)
         if log_pi.shape != reward.shape:
             log_pi = log_pi.reshape(reward.shape)
         if log_mu.shape != reward.shape:
