@@ -91,3 +91,12 @@ def test_gail_custom_keys_and_errors():
     two = TensorDictModule(Two(), ["observation", "action"], ["d_logits"])
     with pytest.raises(ValueError, match="expected \\(32, 1\\)"):
         GAILLoss(two)(_data())
+
+
+def test_gail_in_keys_follow_set_keys_and_feed_the_call_with_tensors():
+    loss = GAILLoss(TensorDictModule(Disc(), ["obs", "act"], ["d_logits"]))
+    loss.set_keys(expert_observation="obs", expert_action="act")
+    assert loss.in_keys == ["act", "obs", "collector_action", "collector_observation"]
+    td = _data().rename_key_("observation", "obs").rename_key_("action", "act")
+    kwargs = {key: td[key] for key in loss.in_keys}
+    torch.testing.assert_close(loss(**kwargs), loss(td)["loss"])

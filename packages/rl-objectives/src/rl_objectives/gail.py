@@ -10,6 +10,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
+from rl_objectives._keys import normalize_key
 from rl_objectives._nets import output_of
 from rl_objectives.common import LossModule, loss_output
 
@@ -88,6 +89,16 @@ class GAILLoss(LossModule):
 
     def _default_out_keys(self) -> list[str]:
         return ["loss", "gp_loss"] if self.use_grad_penalty else ["loss"]
+
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The entries read (TorchRL's attribute): the expert and collector pairs."""
+        keys = self.tensor_keys
+        names = (
+            keys.expert_action, keys.expert_observation,
+            keys.collector_action, keys.collector_observation,
+        )  # fmt: skip
+        return list(dict.fromkeys(normalize_key(k) for k in names))
 
     def _discriminate(
         self, obs: torch.Tensor, act: torch.Tensor, batch: torch.Size
