@@ -1,0 +1,267 @@
+"""The loop every offline recipe shares (IQL, CQL, TD3+BC, BC); the recipes keep what differs.
+
+A recipe reads a dataset written by ``recipes/make_dataset.py`` (a D4RL HDF5 file, or a
+local Minari dataset), builds its networks, loss, optimizers and one ``update(sample)``
+function, then hands them to :func:`train_offline` in an :class:`OfflineRun`. The loop
+samples ``batch_size`` transitions per gradient step, evaluates the policy in the env every
+``eval_every`` steps (return, and the D4RL-normalised score when the dataset's reference
+returns are known), checkpoints every ``checkpoint_every`` steps and resumes from
+``cfg.resume`` exactly where it stopped. Offline, the progress counter is gradient steps:
+``eval_every`` and ``checkpoint_every`` count steps, not frames.
+
+Example (the skeleton of a recipe's ``main``)::
+
+    cfg = parse_config(Config, argv)
+    env, buffer, references = setup_offline(cfg)
+    ...  # networks, loss, optimizers, update()
+    run = OfflineRun(algo="iql", update=update, eval_policy=actor, stateful={...})
+    return train_offline(cfg, run, env, buffer, references)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from _common import (
+    RunConfig,
+    RunLogger,
+    ScalarMeans,
+    Stopwatch,
+    counters_state,
+    evaluate,
+    load_checkpoint,
+    make_base_env,
+    plot_learning_curve,
+    run_counters,
+    save_checkpoint,
+    seed_everything,
+    write_summary,
+)
+from tensordict import TensorDictBase
+
+from rl_buffers.datasets import (
+    D4RLExperienceReplay,
+    DatasetReplayBuffer,
+    MinariExperienceReplay,
+    check_matches_env,
+)
+from rl_envs import Compose, DoubleToFloat, RewardSum, StepCounter, TransformedEnv
+
+SMOKE_OFFLINE: dict[str, object] = {
+    "env": "Pendulum-v1",
+    "dataset": "",
+    "num_steps": 40,
+    "batch_size": 32,
+    "log_every": 10,
+    "eval_every": 40,
+    "eval_episodes": 1,
+    "checkpoint_every": 20,
+}
+"""What every offline recipe's ``SMOKE`` starts from: an empty ``dataset`` makes a tiny one."""
+
+RESERVED = {"config", "frames", "wall", "eval_return", "next_eval", "next_ckpt", "rng"}
+"""Checkpoint entries the loop writes itself."""
+
+
+@dataclass
+class OfflineConfig(RunConfig):
+    """The fields every offline recipe shares (a recipe's ``Config`` subclasses it)."""
+
+    env: str = "HalfCheetah-v5"
+    """Gymnasium id of the task the dataset was recorded on (evaluation env)."""
+    dataset: str = "runs/make_dataset/d4rl/halfcheetah-medium-v0.hdf5"
+    """A D4RL HDF5 file, or a Minari id (e.g. local/halfcheetah/medium-v0) with --minari-root."""
+    minari_root: str = ""
+    """Minari's datasets folder; set it to read --dataset as a Minari id."""
+    references: str = ""
+    """JSON of random/expert returns for normalised scores (default: make_dataset's, found
+    next to the dataset)."""
+    num_steps: int = 100_000
+    """Gradient steps in total."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    reward_scale: float = 1.0
+    """Factor applied to the dataset's rewards before each update."""
+    log_every: int = 1_000
+    """Gradient steps between two log lines of the losses (their means)."""
+    eval_every: int = 10_000
+    """Gradient steps between deterministic evaluations."""
+    checkpoint_every: int = 50_000
+    """Gradient steps between checkpoints."""
+
+
+@dataclass
+class OfflineRun:
+    """What differs between offline recipes, handed to :func:`train_offline`."""
+
+    algo: str
+    """Name in the summary and the plot's title (``"iql"``)."""
+    update: Callable[[TensorDictBase], Mapping[str, torch.Tensor | float]]
+    """One gradient step on a sampled minibatch; returns scalars to log."""
+    eval_policy: Any
+    """Policy evaluated in the env (its mode: no sampling)."""
+    stateful: dict[str, Any]
+    """Checkpointed objects by name (``state_dict`` / ``load_state_dict``): loss, optimizers, ..."""
+
+
+def make_env(env: str) -> TransformedEnv:
+    """The evaluation env, as the online recipes build it (float32 observations, returns)."""
+    return TransformedEnv(make_base_env(env), Compose(DoubleToFloat(), StepCounter(), RewardSum()))
+
+
+def smoke_dataset(cfg: OfflineConfig) -> Path:
+    """A tiny random-policy D4RL file under ``<output_dir>/data``, for ``--smoke``."""
+    import make_dataset
+
+    from rl_buffers.datasets import write_d4rl_hdf5
+
+    root = Path(cfg.output_dir) / "data"
+    env = TransformedEnv(make_base_env(cfg.env, num_envs=2), DoubleToFloat())
+    env.set_seed(cfg.seed)
+    return write_d4rl_hdf5(
+        make_dataset.d4rl_path(root, cfg.env, "random"), make_dataset.collect(env, None, 400)
+    )
+
+
+def load_dataset(cfg: OfflineConfig, env: Any) -> DatasetReplayBuffer:
+    """The dataset as a replay buffer sampling ``batch_size``, checked against the env's shapes."""
+    if cfg.minari_root:
+        buffer: DatasetReplayBuffer = MinariExperienceReplay(
+            cfg.dataset, cfg.batch_size, root=cfg.minari_root
+        )
+    else:
+        path = Path(cfg.dataset)
+        if path.suffix != ".hdf5":
+            raise ValueError(
+                f"--dataset {cfg.dataset!r}: expected a D4RL '.hdf5' file, or a Minari id with "
+                "--minari-root. Make one with `uv run recipes/make_dataset.py`."
+            )
+        buffer = D4RLExperienceReplay(path.stem, cfg.batch_size, root=path.parent)
+    check_matches_env(buffer.storage[:1], env)
+    return buffer
+
+
+def load_references(cfg: OfflineConfig) -> dict[str, Any] | None:
+    """The random / expert returns of the dataset's task, or ``None`` when none are found."""
+    import make_dataset
+
+    if cfg.references:
+        path = Path(cfg.references)
+    elif cfg.minari_root:
+        path = make_dataset.references_path(Path(cfg.minari_root).parent, cfg.env)
+    else:
+        path = Path(cfg.dataset).parent / make_dataset.references_path("", cfg.env).name
+    if not path.is_file():
+        if cfg.references:
+            raise FileNotFoundError(f"--references {cfg.references}: no such file")
+        return None
+    return json.loads(path.read_text())
+
+
+def normalized_score(ret: float, references: Mapping[str, Any] | None) -> float:
+    """D4RL's score: ``100 * (R - R_random) / (R_expert - R_random)`` (nan without references).
+
+    Example:
+        >>> normalized_score(50.0, {"random_return": 0.0, "expert_return": 200.0})
+        25.0
+    """
+    if references is None:
+        return float("nan")
+    low, high = references["random_return"], references["expert_return"]
+    return 100.0 * (ret - low) / (high - low)
+
+
+def setup_offline(cfg: OfflineConfig) -> tuple[TransformedEnv, DatasetReplayBuffer, Any]:
+    """Seed, set threads, make the smoke dataset if asked; return the env, the data, the references."""
+    torch.set_num_threads(cfg.torch_threads)
+    seed_everything(cfg.seed)
+    if cfg.smoke and not cfg.dataset:
+        cfg.dataset = str(smoke_dataset(cfg))
+    env = make_env(cfg.env)
+    return env, load_dataset(cfg, env), load_references(cfg)
+
+
+def _item(value: torch.Tensor | float) -> float:
+    return float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
+
+
+def train_offline(cfg: OfflineConfig, run: OfflineRun, env: Any, buffer: DatasetReplayBuffer,
+                  references: Mapping[str, Any] | None) -> dict[str, object]:  # fmt: skip
+    """Sample, update, log, evaluate, checkpoint; return the run's summary."""
+    clash = RESERVED & set(run.stateful)
+    if clash:
+        raise ValueError(f"stateful names {sorted(clash)} clash with the checkpoint's own entries")
+    out = Path(cfg.output_dir)
+    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    if state is not None:
+        for name, obj in run.stateful.items():
+            obj.load_state_dict(state[name])
+    counters = run_counters(cfg, state)
+    logger = RunLogger(out, cfg.num_steps, start_frames=counters.frames)
+    clock = Stopwatch(counters.wall)
+    means = ScalarMeans()
+    score = normalized_score(counters.eval_return, references)
+    while counters.frames < cfg.num_steps:
+        sample = buffer.sample()
+        if cfg.reward_scale != 1.0:
+            sample["next", "reward"] = sample["next", "reward"] * cfg.reward_scale
+        means.add({k: torch.as_tensor(_item(v)) for k, v in run.update(sample).items()})
+        counters.frames += 1
+        if counters.frames % cfg.log_every == 0:
+            logger.log(counters.frames, **means.pop())
+            logger.advance(cfg.log_every)
+        stop = counters.frames >= cfg.num_steps
+        if counters.frames >= counters.next_eval or stop:
+            counters.next_eval += cfg.eval_every
+            counters.eval_return = evaluate(
+                env, run.eval_policy, cfg.eval_episodes, seed=cfg.seed + 10_000
+            )
+            score = normalized_score(counters.eval_return, references)
+            logger.log(counters.frames, **{"eval/return": counters.eval_return})
+            if references is not None:
+                logger.log(counters.frames, **{"eval/normalized_score": score})
+            stop = stop or counters.eval_return >= cfg.target_return
+        if counters.frames >= counters.next_ckpt or stop:
+            while counters.next_ckpt <= counters.frames:
+                counters.next_ckpt += cfg.checkpoint_every
+            save_checkpoint(
+                out / "checkpoint.pt",
+                {
+                    **{name: obj.state_dict() for name, obj in run.stateful.items()},
+                    **counters_state(
+                        cfg,
+                        frames=counters.frames,
+                        wall=clock.elapsed(),
+                        eval_return=counters.eval_return,
+                        next_eval=counters.next_eval,
+                        next_ckpt=counters.next_ckpt,
+                    ),
+                },
+            )
+        if stop:
+            break
+    logger.close()
+    plot_learning_curve(
+        logger.csv_path, out / "learning_curve.png", f"{run.algo.upper()} {cfg.env}"
+    )
+    summary: dict[str, object] = {
+        "algo": run.algo,
+        "env": cfg.env,
+        "dataset": cfg.dataset,
+        "gradient_steps": counters.frames,
+        "wall_clock_s": round(clock.elapsed(), 1),
+        "final_eval_return": counters.eval_return,
+        "final_normalized_score": score,
+    }
+    print(write_summary(out, **summary))
+    return summary
+
+
+def smoke_overrides(**extra: object) -> dict[str, object]:
+    """A recipe's ``SMOKE``: the shared offline smoke budget plus the recipe's own overrides."""
+    return {**SMOKE_OFFLINE, **extra}
