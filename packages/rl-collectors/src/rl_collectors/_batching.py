@@ -114,15 +114,21 @@ def finish_batch(
     postproc: Callable[[TensorDictBase], TensorDictBase] | None,
     replay_buffer: Any | None,
     extend_buffer: bool = True,
+    keep_traj_ids: bool = True,
 ) -> TensorDictBase | None:
     """Split / flatten / post-process a batch, then hand it to the replay buffer if any
     (whole, or one time step ``batch[..., t]`` at a time when ``extend_buffer=False``).
+    ``keep_traj_ids=False`` drops ``("collector", "traj_ids")`` (and an emptied ``"collector"``).
 
     Returns:
         The batch, or ``None`` when it went to ``replay_buffer`` (TorchRL's behaviour).
     """
     if split_trajs:
         batch = split_trajectories(batch)
+    if not keep_traj_ids:
+        batch = batch.exclude(TRAJ_IDS_KEY)
+        if not batch.get("collector").keys():
+            batch = batch.exclude("collector")
     elif flatten:
         batch = batch.reshape(-1)
         if MASK_KEY in batch.keys(include_nested=True):

@@ -27,6 +27,7 @@ from tensordict.nn import InteractionType
 from torch import nn
 
 from rl_collectors._batching import BatchTimings, check_options, merge_timings
+from rl_collectors._introspect import call_args, check_stats_view, progress_stats
 from rl_collectors._policy import resolve_exploration_type
 from rl_collectors._weights import SharedWeights
 from rl_collectors._worker import WorkerSpec, worker_main
@@ -227,6 +228,9 @@ class _MultiCollectorBase:
         progress_bar: bool = False,
         mp_start_method: str | None = None,
         num_sub_threads: int = 1,
+        track_traj_ids: bool = True,
+        pre_collect_hook: Callable[[], None] | None = None,
+        post_collect_hook: Callable[[TensorDictBase], None] | None = None,
     ) -> None:
         check_options(
             split_trajs,
@@ -248,7 +252,11 @@ class _MultiCollectorBase:
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
         self.progress_bar = progress_bar
+        self.track_traj_ids = track_traj_ids
         self.policy = policy
+        self._pre_collect_hook = pre_collect_hook
+        self._post_collect_hook = post_collect_hook
+        self._worker_frames = [0] * self.num_workers
         devices = {
             name: _per_worker(name, value, self.num_workers)
             for name, value in (
@@ -311,6 +319,7 @@ class _MultiCollectorBase:
                 },
                 num_threads=num_threads,
                 preemptive=getattr(self, "_preempt", False),
+                hooks_bytes=self._hooks_bytes(),
             )
             for index, (fn, kwargs) in enumerate(zip(env_fns, env_kwargs, strict=True))
         ]
@@ -440,7 +449,95 @@ class _MultiCollectorBase:
         if buffer is not None:
             self._buffers[index] = buffer
         self.worker_timings[index] = timings
+        self._worker_frames[index] += int(written) * self._env_numel
         return int(written)
+
+    # -- hooks, stats, remote helpers -------------------------------------------------------
+    def _hooks_bytes(self) -> bytes | None:
+        hooks = (self._pre_collect_hook, self._post_collect_hook)
+        return None if hooks == (None, None) else _dumps(hooks)
+
+    def _push_hooks(self) -> None:
+        """Send the hooks to every (idle) worker: they run there, around each batch."""
+        self._idle_check()
+        for index in range(self.num_workers):
+            self._request(index, "set_hooks", self._hooks_bytes())
+
+    @property
+    def pre_collect_hook(self) -> Callable[[], None] | None:
+        """Called (in each worker) with no argument before it collects a batch."""
+        return self._pre_collect_hook
+
+    @pre_collect_hook.setter
+    def pre_collect_hook(self, hook: Callable[[], None] | None) -> None:
+        self._pre_collect_hook = hook
+        self._push_hooks()
+
+    @property
+    def post_collect_hook(self) -> Callable[[TensorDictBase], None] | None:
+        """Called (in each worker) with the batch it has just collected."""
+        return self._post_collect_hook
+
+    @post_collect_hook.setter
+    def post_collect_hook(self, hook: Callable[[TensorDictBase], None] | None) -> None:
+        self._post_collect_hook = hook
+        self._push_hooks()
+
+    def stats(self, workers: str = "aggregate") -> dict[str, int | bool]:
+        """A JSON-serialisable progress snapshot (see :meth:`Collector.stats`) plus
+        ``workers`` and ``workers_alive``; ``workers="per_worker"`` gives each worker's
+        frames as ``"worker_<i>/frames"`` instead, ``"both"`` gives both views.
+
+        Raises:
+            ValueError: ``workers`` is not ``"aggregate"``, ``"per_worker"`` or ``"both"``.
+        """
+        check_stats_view(workers)
+        stats: dict[str, int | bool] = {}
+        if workers != "per_worker":
+            stats.update(
+                progress_stats(
+                    self._frames,
+                    self._iter,
+                    self.total_frames,
+                    self.frames_per_batch,
+                    self.policy_version,
+                )
+            )
+        stats["workers"] = self.num_workers
+        stats["workers_alive"] = 0 if self._closed else sum(p.is_alive() for p in self._procs)
+        if workers != "aggregate":
+            for index, frames in enumerate(self._worker_frames):
+                stats[f"worker_{index}/frames"] = frames
+        return stats
+
+    def get_distant_attr(self, attr: str) -> list[Any]:
+        """``getattr(collector, attr)`` of each worker's collector (e.g. ``"worker_idx"``)."""
+        self._idle_check()
+        return [self._request(index, "getattr", attr) for index in range(self.num_workers)]
+
+    def map_fn(
+        self,
+        method_name: str,
+        list_of_args: Sequence[tuple] | None = None,
+        list_of_kwargs: Sequence[dict] | None = None,
+    ) -> list[Any]:
+        """Call ``<method_name>`` on worker ``i``'s collector with the ``i``-th arguments.
+
+        Raises:
+            ValueError: the argument lists do not hold one entry per worker.
+        """
+        if list_of_args is None and list_of_kwargs is None:
+            list_of_args = [()] * self.num_workers
+        calls = call_args(list_of_args, list_of_kwargs)
+        if len(calls) != self.num_workers:
+            raise ValueError(
+                f"Expected {self.num_workers} argument entries (one per worker), got {len(calls)}."
+            )
+        self._idle_check()
+        return [
+            self._request(index, "call", (method_name, args, kwargs))
+            for index, (args, kwargs) in enumerate(calls)
+        ]
 
     # -- weights ----------------------------------------------------------------------------
     @property

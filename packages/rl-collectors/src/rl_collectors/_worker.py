@@ -28,6 +28,7 @@ class WorkerSpec:
     collector_kwargs: dict[str, Any] = field(default_factory=dict)
     num_threads: int = 1
     preemptive: bool = False  # poll the stop flag at every step (else whole rollouts)
+    hooks_bytes: bytes | None = None  # pickled (pre_collect_hook, post_collect_hook)
 
 
 def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
@@ -44,15 +45,23 @@ def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
             create_env_kwargs=spec.create_env_kwargs,
             return_same_td=True,
             track_policy_version=True,
+            worker_idx=spec.index,
             **spec.collector_kwargs,
         )
+    _set_hooks(collector, spec.hooks_bytes)
     collector._configure_worker(spec.index, spec.num_workers, shared_buffer)
     return collector
 
 
+def _set_hooks(collector: Collector, hooks_bytes: bytes | None) -> None:
+    hooks = (None, None) if hooks_bytes is None else pickle.loads(hooks_bytes)
+    collector.pre_collect_hook, collector.post_collect_hook = hooks
+
+
 def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop: Any) -> None:
     """Serve ``("collect", steps)``, ``("state_dict", None)``, ``("load_state_dict", sd)``,
-    ``("set_seed", (seed, static_seed))``, ``("reset", None)`` and ``("close", None)``.
+    ``("set_seed", (seed, static_seed))``, ``("reset", None)``, ``("set_hooks", bytes)``,
+    ``("getattr", name)``, ``("call", (method, args, kwargs))`` and ``("close", None)``.
 
     Replies ``("ready", batch_size)`` once (or ``("config_error", type, message)`` if the
     collector cannot be built from these arguments), then ``("batch", buffer_or_None, steps_written, timings)``
@@ -78,7 +87,11 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
                 if weights is not None and collector.policy is not None:
                     held_version = weights.pull(collector.policy, held_version)
                 collector.policy_version = held_version
+                if collector.pre_collect_hook is not None:
+                    collector.pre_collect_hook()
                 written = collector._collect(argument, should_stop=should_stop)
+                if collector.post_collect_hook is not None:
+                    collector.post_collect_hook(collector._buffer.data[..., :written])
                 buffer = None
                 if collector._buffer_generation != sent_generation:
                     buffer = collector._buffer.data
@@ -94,6 +107,14 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
             elif command == "reset":
                 collector.reset()
                 conn.send(("ok", None))
+            elif command == "set_hooks":
+                _set_hooks(collector, argument)
+                conn.send(("ok", None))
+            elif command == "getattr":
+                conn.send(("value", getattr(collector, argument)))
+            elif command == "call":
+                name, args, kwargs = argument
+                conn.send(("value", collector.map_fn(name, [args], [kwargs])[0]))
             elif command == "close":
                 break
             else:

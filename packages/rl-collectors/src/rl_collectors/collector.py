@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -33,6 +33,7 @@ from rl_collectors._env_step import (
     partial_reset,
     root_after,
 )
+from rl_collectors._introspect import bound_method, call_args, progress_stats
 from rl_collectors._policy import (
     fast_policy_call,
     load_weights_,
@@ -128,6 +129,11 @@ class Collector:
         use_env_rollout: fill batches with ``env.rollout`` where possible (see above);
             ``False`` steps the env one step at a time, which also splits
             ``last_timings`` into env and policy time.
+        track_traj_ids: ``False`` leaves ``("collector", "traj_ids")`` out of the batches.
+        worker_idx: this collector's index among several (read back with ``get_distant_attr``).
+        pre_collect_hook: called with no argument before each batch is collected.
+        post_collect_hook: called with each batch as it is handed out (after ``postproc``);
+            both hooks are plain attributes and may be set later.
 
     Examples:
         >>> collector = Collector(make_env, policy=None, frames_per_batch=100, total_frames=300)  # doctest: +SKIP
@@ -162,6 +168,10 @@ class Collector:
         track_policy_version: bool = False,
         progress_bar: bool = False,
         use_env_rollout: bool = True,
+        track_traj_ids: bool = True,
+        worker_idx: int | None = None,
+        pre_collect_hook: Callable[[], None] | None = None,
+        post_collect_hook: Callable[[TensorDictBase | None], None] | None = None,
     ) -> None:
         check_options(
             split_trajs,
@@ -196,6 +206,10 @@ class Collector:
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
         self.track_policy_version = track_policy_version
+        self.track_traj_ids = track_traj_ids
+        self.worker_idx = worker_idx
+        self.pre_collect_hook = pre_collect_hook
+        self.post_collect_hook = post_collect_hook
         self.progress_bar = progress_bar
 
         self.env_device = torch.device(
@@ -477,6 +491,8 @@ class Collector:
                 )
                 if frames == 0:
                     return
+                if self.pre_collect_hook is not None:
+                    self.pre_collect_hook()
                 written = self._collect(frames // self._env_numel)
                 data = self._buffer.data
                 if written < data.shape[-1]:
@@ -486,14 +502,18 @@ class Collector:
                 self._iter += 1
                 if bar is not None:
                     bar.update(written * self._env_numel)
-                yield finish_batch(
+                result = finish_batch(
                     data,
                     split_trajs=self.split_trajs,
                     flatten=self.flatten,
                     postproc=self.postproc,
                     replay_buffer=self.replay_buffer,
                     extend_buffer=self.extend_buffer,
+                    keep_traj_ids=self.track_traj_ids,
                 )
+                if self.post_collect_hook is not None:
+                    self.post_collect_hook(result)
+                yield result
         finally:
             if bar is not None:
                 bar.close()
@@ -516,6 +536,33 @@ class Collector:
     def frames(self) -> int:
         """Frames collected so far (random frames included)."""
         return self._frames
+
+    def stats(self) -> dict[str, int | bool]:
+        """A JSON-serialisable snapshot of the progress: ``frames``, ``batches``,
+        ``total_frames`` and ``completed`` (unless endless), ``requested_frames_per_batch``
+        and ``policy_version``."""
+        return progress_stats(
+            self._frames, self._iter, self.total_frames, self.frames_per_batch, self.policy_version
+        )
+
+    def get_distant_attr(self, attr: str) -> Any:
+        """``getattr(self, attr)``: TorchRL's accessor, answered by every collector kind."""
+        return getattr(self, attr)
+
+    def map_fn(
+        self,
+        method_name: str,
+        list_of_args: Sequence[tuple] | None = None,
+        list_of_kwargs: Sequence[dict] | None = None,
+    ) -> list[Any]:
+        """Call ``self.<method_name>`` once per ``(args, kwargs)`` pair; return the results.
+
+        Raises:
+            ValueError: ``list_of_args`` and ``list_of_kwargs`` differ in length.
+        """
+        calls = call_args(list_of_args, list_of_kwargs)
+        method = bound_method(self, method_name)
+        return [method(*args, **kwargs) for args, kwargs in calls]
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env (``env.set_seed``) and start every sub-env afresh at the next batch.

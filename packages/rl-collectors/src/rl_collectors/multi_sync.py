@@ -170,6 +170,7 @@ class MultiSyncCollector(_MultiCollectorBase):
                     postproc=self.postproc,
                     replay_buffer=self.replay_buffer,
                     extend_buffer=self.extend_buffer,
+                    keep_traj_ids=self.track_traj_ids,
                 )
         finally:
             if bar is not None:
