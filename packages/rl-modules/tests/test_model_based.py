@@ -326,6 +326,28 @@ def test_rssm_posterior_v3_and_rollout_resets():
 # ------------------------------------------------------------------ pixels and wrapper
 
 
+@pytest.mark.parametrize("num_layers", [4, 2])
+def test_obs_decoder_matches_plain_transposed_convolutions(num_layers):
+    torch.manual_seed(0)
+    dec = ObsDecoder(channels=4, num_layers=num_layers, latent_dim=10)
+    state, belief = torch.randn(2, 3, 4, requires_grad=True), torch.randn(2, 3, 6)
+    out = dec(state, belief)
+    lin = dec.state_to_latent[0]
+    h = F.relu(F.linear(torch.cat([state, belief], -1), lin.weight, lin.bias))
+    h = h.reshape(6, -1, 1, 1)
+    convs = [m for m in dec.decoder if isinstance(m, torch.nn.ConvTranspose2d)]
+    for i, conv in enumerate(convs):
+        h = F.conv_transpose2d(h, conv.weight, conv.bias, stride=2)
+        h = F.relu(h) if i < len(convs) - 1 else h
+    ref = h.reshape(2, 3, *h.shape[1:])
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad((out * g).sum(), [state, convs[0].weight, convs[0].bias])
+    refs = torch.autograd.grad((ref * g).sum(), [state, convs[0].weight, convs[0].bias])
+    for a, b in zip(grads, refs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_obs_encoder_decoder_shapes_and_errors():
     enc = ObsEncoder(channels=4, in_channels=3)
     emb = enc(torch.rand(2, 3, 3, 64, 64))
