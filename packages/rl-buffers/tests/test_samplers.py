@@ -84,6 +84,8 @@ def _traj_buffer(sampler, envs=3, steps=40, ndim=1, cap=400):
     done = data["next", "done"].squeeze(-1).long()
     # trajectory ids as a collector writes them: unique per env and episode
     data["traj"] = torch.arange(envs).unsqueeze(-1) * 1000 + torch.cumsum(done, 1) - done
+    # the sampler marks slice starts in a stored is_init
+    data["is_init"] = torch.zeros(envs, steps, 1, dtype=torch.bool)
     storage = LazyTensorStorage(cap, ndim=ndim)
     rb = TensorDictReplayBuffer(storage=storage, sampler=sampler)
     rb.extend(data.reshape(-1) if ndim == 1 else data)
@@ -299,3 +301,39 @@ def test_extend_with_update_priority_false_ignores_the_data_priorities():
     ignored.extend(data, update_priority=False)
     assert read.sampler.priorities()[:2].tolist() == [0.5, 3.0]
     assert ignored.sampler.priorities()[:2].tolist() == [1.0, 1.0]
+
+
+def test_pad_output_repeats_the_last_real_step_and_masks_it():
+    with pytest.raises(ValueError, match="pad_output=True is incompatible"):
+        SliceSampler(slice_len=5, traj_key="traj", pad_output=True)
+    storage = _two_trajectories(first=3, second=10)
+    sampler = SliceSampler(slice_len=5, traj_key="traj", strict_length=False, pad_output=True)
+    for _ in range(50):
+        index, info = sampler.sample(storage, 10)
+        data = storage.get(index)
+        data["next", "truncated"] = torch.ones(
+            10, 1, dtype=torch.bool
+        )  # stored flags, cleared on repeats
+        data = sampler.annotate(data, info)
+        traj, step = data["traj"].view(2, 5), data["step"].view(2, 5)
+        mask = data["collector", "mask"].view(2, 5)
+        for t, st, m in zip(traj, step, mask, strict=True):
+            real = int(m.sum())
+            assert m.tolist() == [True] * real + [False] * (5 - real)
+            assert st[:real].tolist() == list(range(int(st[0]), int(st[0]) + real))
+            assert (st[real:] == st[real - 1]).all() and (t == t[0]).all()
+            assert real == (3 if t[0] == 0 else 5)
+        trunc = data["next", "truncated"].view(2, 5)
+        assert torch.equal(trunc, mask)  # stored True flags kept on real steps, cleared on repeats
+        assert "is_init" not in data  # not in the storage: none is made up
+
+
+def test_slice_start_marks_the_stored_init_flag_only():
+    storage = _two_trajectories()
+    sampler = SliceSampler(slice_len=2, traj_key="traj")
+    index, info = sampler.sample(storage, 4)
+    bare = sampler.annotate(storage.get(index), info)
+    assert "is_init" not in bare
+    with_flag = storage.get(index)
+    with_flag["is_init"] = torch.zeros(4, 1, dtype=torch.bool)
+    assert sampler.annotate(with_flag, info)["is_init"].view(2, 2)[:, 0].all()

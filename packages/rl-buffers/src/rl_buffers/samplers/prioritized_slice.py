@@ -110,13 +110,12 @@ class PrioritizedSliceSampler(SliceSampler):
                 "strict_length=False."
             )
         chosen = trajs.traj_of[anchors]
-        flat, valid = self._slices(trajs, chosen, slice_len, anchor=anchors)
+        flat, info = self._slices(trajs, chosen, slice_len, anchor=anchors)
         index = storage.unravel(flat)
         positions = index if storage.ndim == 1 else storage.flat_position(index)
         p = self.priority._sum_tree[positions.to(self.priority.device)]
         end = len(storage) if storage.ndim == 1 else self.priority.max_capacity
         p_min = self.priority._min_tree.query(0, end)
-        info = self._markers(valid)
         info["_weight"] = torch.pow(p / p_min, -self.priority.beta)
         return index, info
 

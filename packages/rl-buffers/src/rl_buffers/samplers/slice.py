@@ -37,8 +37,9 @@ class SliceSampler(Sampler):
     ``num_slices`` and ``slice_len`` is given; the batch size must be a
     multiple of it. Samples are flat ``[batch_size]``, slice after slice.
 
-    In sampled TensorDicts the last step of each slice is marked truncated
-    (``truncated_key``, and ``done`` alongside), and the first one ``init_key``.
+    In sampled TensorDicts the last (real) step of each slice is marked truncated
+    (``truncated_key``, and ``done`` alongside), and, when the stored data has an
+    ``init_key`` entry, the first one ``init_key`` (as in TorchRL, none is made up).
 
     Args:
         num_slices: slices per batch (``slice_len = batch_size // num_slices``).
@@ -58,6 +59,9 @@ class SliceSampler(Sampler):
             to be missing there, an int ``i`` at most ``i``; a bool or int applies to both
             sides, a pair ``(left, right)`` to each. Trajectories shorter than ``slice_len``
             become eligible when a span can make up the difference.
+        pad_output: with ``strict_length=False``, short slices are padded to ``slice_len`` by
+            repeating their last real step, so every batch holds ``batch_size`` items; the
+            sample's ``("collector", "mask")`` is False on the repeats.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -82,10 +86,17 @@ class SliceSampler(Sampler):
         strict_length: bool = True,
         cache_values: bool = False,
         span: bool | int | tuple[bool | int, bool | int] = False,
+        pad_output: bool = False,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError("pass exactly one of num_slices and slice_len.")
+        if pad_output and strict_length:
+            raise ValueError(
+                "pad_output=True is incompatible with strict_length=True: strict slices are "
+                "never short, so there is nothing to pad; pass strict_length=False."
+            )
         self.span = _as_span(span)
+        self.pad_output = pad_output
         self.num_slices, self.slice_len = num_slices, slice_len
         self.traj_key = as_tuple(traj_key) if traj_key is not None else None
         self.end_key = as_tuple(end_key) if end_key is not None else ("next", "done")
@@ -175,7 +186,7 @@ class SliceSampler(Sampler):
 
     def _slices(self, trajs: Trajectories, chosen: torch.Tensor, slice_len: int,
                 anchor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """Flat positions ``[n * L]`` and a validity mask for slices in trajectories ``chosen``."""
+        """Flat positions of slices in trajectories ``chosen`` and their markers (``annotate``)."""
         start, length = trajs.start[chosen], trajs.length[chosen]
         lo, hi = self._offset_range(length, slice_len)
         if anchor is None:
@@ -185,7 +196,20 @@ class SliceSampler(Sampler):
         relative = offset.unsqueeze(1) + torch.arange(slice_len).unsqueeze(0)
         valid = (relative >= 0) & (relative < length.unsqueeze(1))
         flat = start.unsqueeze(1) + relative
-        return flat[valid], valid
+        if not self.pad_output:
+            return flat[valid], self._markers(valid)
+        # a padded slice repeats its last real step; markers sit on the real steps
+        real = valid.sum(1)
+        first = flat.masked_fill(~valid, flat.max() + 1).min(1, keepdim=True).values
+        steps = torch.arange(slice_len).unsqueeze(0).minimum(real.unsqueeze(1) - 1)
+        flat = first + steps
+        end = torch.zeros_like(valid)
+        end[torch.arange(valid.shape[0]), real - 1] = True
+        begin = torch.zeros_like(valid)
+        begin[:, 0] = True
+        info = {"_slice_end": end.reshape(-1), "_slice_start": begin.reshape(-1),
+                "_pad_mask": (torch.arange(slice_len) < real.unsqueeze(1)).reshape(-1)}  # fmt: skip
+        return flat.reshape(-1), info
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         check_not_empty(storage)
@@ -193,8 +217,8 @@ class SliceSampler(Sampler):
         trajs = self.trajectories(storage)
         eligible = self._eligible(trajs, slice_len)
         chosen = eligible[torch.randint(eligible.numel(), (n_slices,), generator=self._rng)]
-        flat, valid = self._slices(trajs, chosen, slice_len)
-        return storage.unravel(flat), self._markers(valid)
+        flat, info = self._slices(trajs, chosen, slice_len)
+        return storage.unravel(flat), info
 
     @staticmethod
     def _markers(valid: torch.Tensor) -> dict[str, Any]:
@@ -211,25 +235,34 @@ class SliceSampler(Sampler):
         if "_slice_end" not in info:
             return data
         last, first = info["_slice_end"], info["_slice_start"]
+        real = info.get("_pad_mask")
+        if real is not None:
+            data.set(("collector", "mask"), real.to(data.device or "cpu"))
         if self.truncated_key is not None:
             done_key = _replace_last(self.truncated_key, "done")
             like = data.get(done_key, None) if hasattr(data, "get") else None
             shape = like.shape if like is not None else (*last.shape, 1)
-            mark = (
-                last.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
-            )
-            old_trunc = data.get(self.truncated_key, None)
+            mark = _expand_marker(last, shape, data)
+            old_trunc = _keep_real(data.get(self.truncated_key, None), real)
             data.set(self.truncated_key, mark | old_trunc if old_trunc is not None else mark)
             if like is not None:
-                data.set(done_key, like | mark)
+                data.set(done_key, _keep_real(like, real) | mark)
         if self.init_key is not None:
             old = data.get(self.init_key, None)
-            shape = old.shape if old is not None else (*first.shape, 1)
-            mark = (
-                first.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
-            )
-            data.set(self.init_key, mark | old if old is not None else mark)
+            if old is not None:
+                data.set(self.init_key, _expand_marker(first, old.shape, data) | old)
         return data
+
+
+def _expand_marker(marker: torch.Tensor, shape: torch.Size, data: Any) -> torch.Tensor:
+    return marker.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).to(data.device or "cpu")
+
+
+def _keep_real(flag: torch.Tensor | None, real: torch.Tensor | None) -> torch.Tensor | None:
+    """``flag`` with the padded repeats cleared (they are not steps of the trajectory)."""
+    if flag is None or real is None:
+        return flag
+    return flag & _expand_marker(real, flag.shape, flag)
 
 
 class SliceSamplerWithoutReplacement(SliceSampler):
@@ -286,8 +319,8 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         left = self._perm.numel() - self._pos
         if left == 0 or (self.drop_last and left < n_slices):
             self.ran_out = True
-        flat, valid = self._slices(trajs, chosen, slice_len)
-        return storage.unravel(flat), self._markers(valid)
+        flat, info = self._slices(trajs, chosen, slice_len)
+        return storage.unravel(flat), info
 
     def empty(self) -> None:
         self._perm, self._pos, self._epoch_key, self.ran_out = None, 0, None, False
