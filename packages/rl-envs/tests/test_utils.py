@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs import EnvCreator, PendulumEnv, check_env_specs, step_mdp
 
@@ -72,6 +72,38 @@ def test_step_mdp_next_root_does_not_alias_next_subtds(action_key):
     root.set(("agents", "action"), torch.ones(2, 1))  # e.g. the next step's policy writes
     assert root["agents", "obs"] is td["next", "agents", "obs"]  # tensors shared
     assert ("next", "agents", "action") not in td.keys(True)  # structure not shared
+
+
+def test_step_mdp_drops_sub_tds_left_empty_and_keeps_their_batch_size():
+    sub = TensorDict(reward=torch.ones(4, 3, 1), state=torch.ones(4, 3, 1), batch_size=(4, 3))
+    td = TensorDict(data=TensorDict(action=torch.zeros(4, 3, 1), batch_size=(4, 3)),
+                    next=TensorDict(data=sub, batch_size=(4,)), batch_size=(4,))  # fmt: skip
+    out = step_mdp(td, reward_keys=("data", "reward"), action_keys=("data", "action"))
+    assert out["data"].batch_size == (4, 3)
+    assert list(out.keys(True, True)) == [("data", "state")]
+    only_reward = td.exclude(("next", "data", "state"))
+    out = step_mdp(only_reward, reward_keys=("data", "reward"), action_keys=("data", "action"))
+    assert list(out.keys()) == []  # nothing left under "data": no empty sub-TensorDict
+
+
+def test_step_mdp_keep_other_false_keeps_the_actions_when_asked():
+    td = TensorDict(data=TensorDict(action=torch.zeros(2, 1), batch_size=(2,)), other=torch.ones(1),
+                    next=TensorDict(obs=torch.ones(1)))  # fmt: skip
+    out = step_mdp(td, keep_other=False, exclude_action=False, action_keys=("data", "action"))
+    assert sorted(map(str, out.keys(True, True))) == ["('data', 'action')", "obs"]
+    assert out["data"].batch_size == (2,)
+    assert list(step_mdp(td, keep_other=False, action_keys=("data", "action")).keys()) == ["obs"]
+
+
+def test_step_mdp_of_a_heterogeneous_lazy_stack():
+    tds = [
+        TensorDict(obs=torch.zeros(i), action=torch.zeros(1), next=TensorDict(obs=torch.ones(i)))
+        for i in (1, 2)
+    ]
+    out = step_mdp(LazyStackedTensorDict.lazy_stack(tds, 0))
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == (2,)
+    assert [t["obs"].tolist() for t in out.tensordicts] == [[1.0], [1.0, 1.0]]
+    assert all(t.get("action", None) is None for t in out.tensordicts)
 
 
 def test_check_env_specs_names_undeclared_key():

@@ -7,7 +7,14 @@ from typing import Any
 
 import cloudpickle
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    TensorDictBase,
+    is_tensor_collection,
+)
 from tensordict.utils import NestedKey
 
 from rl_envs.done import terminated_or_truncated
@@ -101,31 +108,92 @@ def step_mdp(
         if out is not None:
             return out
     dones = _key_list(done_keys) if done_keys is not None else list(_DONE_KEYS)
-    drop_next: list[NestedKey] = []
-    if exclude_reward:
-        drop_next += rewards
-    if exclude_done:
-        drop_next += dones
-    # clone(False): a new structure (sub-TensorDicts included) sharing the tensors, so
-    # that writing into the next root never writes into tensordict["next"]
-    out = nxt.clone(False)
-    if drop_next:
-        out.exclude(*drop_next, inplace=True)
-    if keep_other:
-        drop_root: list[NestedKey] = ["next", *rewards]
-        if exclude_action:
-            drop_root += actions
-        if exclude_done:
-            drop_root += dones
-        root = tensordict.exclude(*drop_root)
-        next_keys = set(out.keys(True, True))
-        for key, value in root.items(True, True):
-            if key not in next_keys:
-                out.set(key, value)
+    excluded: list[NestedKey] = []
+    for flag, keys in ((exclude_reward, rewards), (exclude_done, dones), (exclude_action, actions)):
+        if flag:
+            excluded += keys
+    out = _next_root(tensordict, keep_other, exclude_action, actions, excluded)
     if next_tensordict is not None:
         next_tensordict.update(out)
         return next_tensordict
     return out
+
+
+def _next_root(
+    tensordict: TensorDictBase,
+    keep_other: bool,
+    exclude_action: bool,
+    actions: list[NestedKey],
+    excluded: list[NestedKey],
+) -> TensorDictBase:
+    """``step_mdp``'s general path: the root's entries (all of them with ``keep_other``,
+    else the actions unless excluded), then ``"next"``'s over them, leaf by leaf.
+
+    Sub-TensorDicts are new (``empty()`` of the source: same batch size) and kept only
+    when some leaf lands in them; tensors are shared. A lazy stack (heterogeneous
+    shapes) is handled one stacked TensorDict at a time.
+    """
+    if isinstance(tensordict, LazyStackedTensorDict):
+        parts = [
+            _next_root(td, keep_other, exclude_action, actions, excluded)
+            for td in tensordict.tensordicts
+        ]
+        return LazyStackedTensorDict.lazy_stack(parts, tensordict.stack_dim)
+    skip = {_as_tuple(key) for key in excluded}
+    nxt = tensordict.get("next")
+    out = nxt.empty()
+    if keep_other:
+        _copy_leaves(tensordict.exclude("next"), out, (), skip)
+    elif not exclude_action:
+        for key in actions:
+            _copy_leaves(tensordict, out, (), skip, only=_as_tuple(key))
+    _copy_leaves(nxt, out, (), skip)
+    return out
+
+
+def _is_sub_td(value: Any) -> bool:
+    return is_tensor_collection(value) and not isinstance(value, (NonTensorData, NonTensorStack))
+
+
+def _set_validated(dst: TensorDictBase, name: str, value: Any) -> None:
+    """``dst.set(name, value)`` without tensordict's checks: ``value`` comes from a
+    TensorDict of the same batch size (the source of the copy), so they hold."""
+    dst._set_str(name, value, inplace=False, validated=True, non_blocking=False)
+
+
+def _copy_leaves(
+    src: TensorDictBase,
+    dst: TensorDictBase,
+    prefix: tuple[str, ...],
+    skip: set[tuple[str, ...]],
+    only: tuple[str, ...] | None = None,
+) -> bool:
+    """Sets ``src``'s leaves into ``dst`` (except the keys in ``skip``; only the path
+    ``only`` if given), creating sub-TensorDicts as needed. Returns whether any was set."""
+    if isinstance(src, LazyStackedTensorDict) and isinstance(dst, LazyStackedTensorDict):
+        pairs = zip(src.tensordicts, dst.tensordicts, strict=True)
+        found = [_copy_leaves(s, d, prefix, skip, only) for s, d in pairs]
+        return any(found)
+    items = [(only[0], src.get(only[0], None))] if only else src.items()
+    copied = False
+    for name, value in items:
+        key = (*prefix, name)
+        if value is None or key in skip:
+            continue
+        if not _is_sub_td(value):
+            if only is None or len(only) == 1:
+                _set_validated(dst, name, value)
+                copied = True
+            continue
+        sub = dst.get(name, None)
+        fresh = sub is None
+        if fresh:
+            sub = value.empty()
+        if _copy_leaves(value, sub, key, skip, only[1:] if only and len(only) > 1 else None):
+            copied = True
+            if fresh:
+                _set_validated(dst, name, sub)
+    return copied
 
 
 def _flat_next_root(
@@ -149,8 +217,9 @@ def _flat_next_root(
     if not all(type(value) is torch.Tensor for _, value in carried):
         return None
     out = nxt.exclude(*rewards)
-    if not all(type(value) is torch.Tensor for value in out.values()):
-        out = out.clone(False)  # sub-TensorDicts: not shared with tensordict["next"]
+    for value in out.values():
+        if type(value) is not torch.Tensor:
+            return None  # sub-TensorDicts: the general path builds new ones
     present = set(out.keys())
     for key, value in carried:
         if key not in present:
