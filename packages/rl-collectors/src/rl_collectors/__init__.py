@@ -13,6 +13,12 @@ from rl_collectors.multi_async import (
 from rl_collectors.multi_sync import MultiSyncCollector, MultiSyncDataCollector
 from rl_collectors.ray_collector import RayCollector
 from rl_collectors.split import split_trajectories
+from rl_collectors.weight_sync import (
+    MultiProcessWeightSyncScheme,
+    NoWeightSyncScheme,
+    SharedMemWeightSyncScheme,
+    WeightSyncScheme,
+)
 
 __version__ = _version("rl-collectors")
 
@@ -21,11 +27,15 @@ __all__ = [
     "Collector",
     "MultiAsyncCollector",
     "MultiAsyncDataCollector",
+    "MultiProcessWeightSyncScheme",
     "MultiSyncCollector",
     "MultiSyncDataCollector",
     "MultiaSyncDataCollector",
+    "NoWeightSyncScheme",
     "RayCollector",
+    "SharedMemWeightSyncScheme",
     "SyncDataCollector",
+    "WeightSyncScheme",
     "WorkerError",
     "__version__",
     "split_trajectories",

@@ -32,6 +32,7 @@ from rl_collectors._policy import resolve_exploration_type
 from rl_collectors._weights import SharedWeights
 from rl_collectors._worker import WorkerSpec, worker_main
 from rl_collectors.collector import is_env_instance
+from rl_collectors.weight_sync import WeightSyncScheme, policy_scheme
 
 DeviceLike = torch.device | str | int | None
 _PRELOAD = ["torch", "tensordict", "rl_collectors._worker"]
@@ -231,6 +232,10 @@ class _MultiCollectorBase:
         track_traj_ids: bool = True,
         pre_collect_hook: Callable[[], None] | None = None,
         post_collect_hook: Callable[[TensorDictBase], None] | None = None,
+        weight_sync_schemes: dict[str, WeightSyncScheme] | None = None,
+        trust_policy: bool | None = None,
+        compile_policy: bool | dict[str, Any] | None = None,
+        cudagraph_policy: bool | dict[str, Any] | None = None,
     ) -> None:
         check_options(
             split_trajs,
@@ -273,8 +278,11 @@ class _MultiCollectorBase:
         self.last_timings: BatchTimings | None = None
         self.worker_timings: list[BatchTimings | None] = [None] * self.num_workers
         self._context = _context(mp_start_method)
+        self.weight_sync_scheme = policy_scheme(weight_sync_schemes)
         self._weights = (
-            SharedWeights(policy, self._context) if isinstance(policy, nn.Module) else None
+            SharedWeights(policy, self._context)
+            if isinstance(policy, nn.Module) and self.weight_sync_scheme.enabled
+            else None
         )
         collector_kwargs = {
             "max_frames_per_traj": max_frames_per_traj,
@@ -282,6 +290,9 @@ class _MultiCollectorBase:
             "reset_at_each_iter": reset_at_each_iter,
             "exploration_type": resolve_exploration_type(exploration_type),
             "storing_device": "cpu",
+            "trust_policy": trust_policy,
+            "compile_policy": compile_policy,
+            "cudagraph_policy": cudagraph_policy,
         }
         specs = self._worker_specs(env_fns, env_kwargs, devices, collector_kwargs, num_sub_threads)
         self._start_workers(specs)
@@ -606,15 +617,16 @@ class _MultiCollectorBase:
         """Subclasses with batches in flight override this to refuse mid-flight checkpoints."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters, the weights and every worker's collector state."""
+        """Counters, the weights and each worker's collector state under ``"worker<i>"``
+        (TorchRL's layout; a worker's ``policy_state_dict`` holds the weights it will use)."""
         self._idle_check()
-        workers = [self._request(index, "state_dict") for index in range(self.num_workers)]
         state: dict[str, Any] = {
             "frames": self._frames,
             "iter": self._iter,
             "policy_version": self.policy_version,
-            "workers": workers,
         }
+        for index in range(self.num_workers):
+            state[f"worker{index}"] = self._request(index, "state_dict")
         if isinstance(self.policy, nn.Module):
             state["policy_state_dict"] = {
                 k: v.detach().clone() for k, v in self.policy.state_dict().items()
@@ -624,12 +636,13 @@ class _MultiCollectorBase:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume: frame accounting, trajectory ids and weights continue where they were."""
         self._idle_check()
-        workers = state_dict.get("workers")
-        if workers is None or len(workers) != self.num_workers:
+        missing = [f"worker{i}" for i in range(self.num_workers) if f"worker{i}" not in state_dict]
+        if missing:
             raise ValueError(
-                f"load_state_dict: expected the states of {self.num_workers} workers under 'workers', "
-                f"got {None if workers is None else len(workers)}."
+                f"load_state_dict: expected the states of {self.num_workers} workers under "
+                f"'worker0'...; {missing} are missing. Pass the output of state_dict()."
             )
+        workers = [state_dict[f"worker{i}"] for i in range(self.num_workers)]
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
         for index, worker_state in enumerate(workers):

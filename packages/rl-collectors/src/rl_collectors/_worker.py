@@ -98,6 +98,9 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
                     sent_generation = collector._buffer_generation
                 conn.send(("batch", buffer, written, collector.last_timings))
             elif command == "state_dict":
+                if weights is not None and collector.policy is not None:
+                    held_version = weights.pull(collector.policy, held_version)
+                    collector.policy_version = held_version
                 conn.send(("state", collector.state_dict()))
             elif command == "load_state_dict":
                 collector.load_state_dict(argument)

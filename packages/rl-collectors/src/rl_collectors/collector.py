@@ -41,6 +41,7 @@ from rl_collectors._policy import (
     policy_state_dict,
     resolve_exploration_type,
 )
+from rl_collectors.weight_sync import WeightSyncScheme, policy_scheme
 
 DeviceLike = torch.device | str | int | None
 
@@ -72,6 +73,24 @@ def _make_env(create_env_fn: Any, create_env_kwargs: dict[str, Any] | None) -> A
                 "needs an env honouring docs/contract.md (reset, step, batch_size, action_spec)."
             )
     return env
+
+
+def _wrap_policy(
+    policy: Callable[[TensorDictBase], TensorDictBase],
+    compile_policy: bool | dict[str, Any] | None,
+    cudagraph_policy: bool | dict[str, Any] | None,
+) -> Callable[[TensorDictBase], TensorDictBase]:
+    """The policy under ``torch.compile`` and / or ``CudaGraphModule`` (same parameters)."""
+    if compile_policy:
+        policy = torch.compile(
+            policy, **(compile_policy if isinstance(compile_policy, dict) else {})
+        )
+    if cudagraph_policy:
+        from tensordict.nn import CudaGraphModule
+
+        options = cudagraph_policy if isinstance(cudagraph_policy, dict) else {}
+        policy = CudaGraphModule(policy, **options)
+    return policy
 
 
 class Collector:
@@ -134,6 +153,14 @@ class Collector:
         pre_collect_hook: called with no argument before each batch is collected.
         post_collect_hook: called with each batch as it is handed out (after ``postproc``);
             both hooks are plain attributes and may be set later.
+        trust_policy: accepted for TorchRL's signature: a policy is always called as given
+            (never wrapped), so there is nothing to trust or check.
+        compile_policy: ``True`` (or ``torch.compile`` keyword arguments) runs the policy
+            through ``torch.compile``; the weights stay those of ``policy``.
+        cudagraph_policy: ``True`` (or ``CudaGraphModule`` keyword arguments) runs the policy
+            through ``tensordict.nn.CudaGraphModule`` (CUDA; it runs eagerly elsewhere).
+        weight_sync_schemes: ``{"policy": scheme}`` as in TorchRL; one process runs the
+            trainer's own module, so only the key is checked.
 
     Examples:
         >>> collector = Collector(make_env, policy=None, frames_per_batch=100, total_frames=300)  # doctest: +SKIP
@@ -172,6 +199,10 @@ class Collector:
         worker_idx: int | None = None,
         pre_collect_hook: Callable[[], None] | None = None,
         post_collect_hook: Callable[[TensorDictBase | None], None] | None = None,
+        trust_policy: bool | None = None,
+        compile_policy: bool | dict[str, Any] | None = None,
+        cudagraph_policy: bool | dict[str, Any] | None = None,
+        weight_sync_schemes: dict[str, WeightSyncScheme] | None = None,
     ) -> None:
         check_options(
             split_trajs,
@@ -220,6 +251,13 @@ class Collector:
         self.policy, self.policy_device = self._place_policy(policy, policy_device or device)
         self.policy_version = 0
         self._policy_call = fast_policy_call(self.policy) or self.policy
+        policy_scheme(weight_sync_schemes)
+        self.trust_policy = trust_policy
+        self._rollout_policy = self.policy
+        if self.policy is not None and (compile_policy or cudagraph_policy):
+            self._policy_call = self._rollout_policy = _wrap_policy(
+                self.policy, compile_policy, cudagraph_policy
+            )
 
         self._reward_keys = tuple(getattr(self.env, "reward_keys", None) or ("reward",))
         self._action_keys = tuple(getattr(self.env, "action_keys", None) or ("action",))
@@ -409,7 +447,7 @@ class Collector:
         with torch.no_grad(), set_interaction_type(self.exploration_type):
             batch = self._env_rollout(
                 num_steps,
-                self.policy,
+                self._rollout_policy,
                 auto_reset=False,
                 tensordict=root,
                 break_when_any_done=False,

@@ -26,7 +26,8 @@ class MultiAsyncCollector(_MultiCollectorBase):
     come from weights older than the latest update: ``("collector",
     "policy_version")`` says which (off-policy algorithms use this collector).
     Arguments are those of :class:`~rl_collectors.MultiSyncCollector` except
-    ``preemptive_threshold``; ``frames_per_batch`` is per yielded batch.
+    ``preemptive_threshold``; ``frames_per_batch`` is per yielded batch and ``cat_results``
+    is accepted but unused (each batch is one worker's).
 
     Examples:
         >>> collector = MultiAsyncCollector(make_env, policy, num_workers=2,
@@ -35,7 +36,9 @@ class MultiAsyncCollector(_MultiCollectorBase):
         ...     print(batch["collector", "policy_version"].max())
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, cat_results: str | int | None = None, **kwargs: Any) -> None:
+        # cat_results is in TorchRL's shared signature; one worker's batch has nothing to join.
+        self.cat_results = cat_results
         if "preemptive_threshold" in kwargs:
             raise TypeError(
                 "preemptive_threshold applies to MultiSyncCollector only: an async collector "

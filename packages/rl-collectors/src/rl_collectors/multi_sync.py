@@ -48,8 +48,11 @@ class MultiSyncCollector(_MultiCollectorBase):
         **kwargs: the remaining options of :class:`~rl_collectors.Collector` (devices,
             ``max_frames_per_traj``, ``init_random_frames`` (split among workers),
             ``reset_at_each_iter``, ``postproc``, ``split_trajs``, ``exploration_type``,
-            ``replay_buffer``, ``flatten``, ``progress_bar``), plus ``mp_start_method``
-            (default ``forkserver`` where available) and ``num_sub_threads``.
+            ``replay_buffer``, ``flatten``, ``progress_bar``, ``track_traj_ids``, the hooks,
+            ``trust_policy``, ``compile_policy``, ``cudagraph_policy``), plus
+            ``mp_start_method`` (default ``forkserver`` where available), ``num_sub_threads``
+            and ``weight_sync_schemes`` (``{"policy": scheme}``, see
+            :mod:`rl_collectors.weight_sync`).
 
     Examples:
         >>> collector = MultiSyncCollector([make_env, make_env], policy, frames_per_batch=200,
