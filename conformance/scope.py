@@ -161,5 +161,6 @@ IMPORT_MAP: dict[str, list[str]] = {
     "torchrl.data": ["rl_buffers", "rl_envs:specs"],
     "torchrl.modules": ["rl_modules"],
     "torchrl.collectors": ["rl_collectors"],
+    "torchrl.weight_update": ["rl_collectors"],
     "torchrl.objectives": ["rl_objectives"],
 }
