@@ -134,6 +134,7 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
     "envs/test_special.py::TestParallelEnvMPSBuffers": "Apple MPS device",
     "envs/test_special.py::TestChessEnv": "TorchRL's chess environment (python-chess), not wrapped",
     "envs/test_parallel.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
+    "envs/test_step_mdp.py::TestStepMdp::test_step_class": "TorchRL's private cached step_mdp (_StepMDP); rl_envs has one step_mdp (issue #14)",
     "test_collectors.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
     "test_collectors.py::TestCollectorProfiling": "TorchRL's profiling internals",
     "test_custom_envs.py::TestToyVLAEnv": "vision-language-action env (VLA), not in scope",
