@@ -286,6 +286,10 @@ class LLMWrapperBase(TensorDictModuleBase, abc.ABC):
         if prompt_texts is None:
             prompt_texts = self.tokenizer.batch_decode(prompts, skip_special_tokens=False)
         response_texts = self.tokenizer.batch_decode(responses, skip_special_tokens=False)
+        if self.pad_output:
+            return self._assemble_dense(
+                td, prompts, responses, response_lps, history, prompt_texts, response_texts
+            )
         rows = []
         for i, (p, r, lp) in enumerate(zip(prompts, responses, response_lps, strict=True)):
             p = p.to(r.device)
@@ -315,6 +319,66 @@ class LLMWrapperBase(TensorDictModuleBase, abc.ABC):
                 row["history"] = self._reply_history(history[i], prompt_texts[i], response_texts[i])
             rows.append(row)
         return self._assemble(td, rows, [p.numel() for p in prompts])
+
+    def _assemble_dense(
+        self,
+        td: TensorDictBase,
+        prompts: list[torch.Tensor],
+        responses: list[torch.Tensor],
+        response_lps: list[torch.Tensor],
+        history: History | None,
+        prompt_texts: list[str],
+        response_texts: list[str],
+    ) -> TensorDictBase:
+        """The ``pad_output=True`` layout built from whole padded batches (no per-row containers)."""
+        device = responses[0].device
+        prompt, prompt_mask = pad_left([p.to(device) for p in prompts], self.pad_token_id)
+        response, response_mask = pad_right(responses, self.pad_token_id)
+        response_lp = pad_right(response_lps, 0.0)[0]
+        batch = (len(prompts),)
+        out = TensorDict(batch_size=td.batch_size, device=td.device)
+        out.set(
+            self.tokens_key,
+            Tokens(
+                prompt=prompt,
+                response=response,
+                full=torch.cat([prompt, response], -1),
+                padded=True,
+                batch_size=batch,
+            ),
+        )
+        out.set(
+            self.log_probs_key,
+            LogProbs(
+                response=response_lp,
+                full=torch.cat([response_lp.new_zeros(prompt.shape), response_lp], -1),
+                padded=True,
+                batch_size=batch,
+            ),
+        )
+        out.set(
+            self.masks_key,
+            Masks(
+                all_attention_mask=torch.cat([prompt_mask, response_mask], -1).bool(),
+                all_assistant_mask=torch.cat(
+                    [torch.zeros_like(prompt_mask), response_mask], -1
+                ).bool(),
+                padded=True,
+                batch_size=batch,
+            ),
+        )
+        texts = [
+            Text(prompt=p, response=r, full=p + r)
+            for p, r in zip(prompt_texts, response_texts, strict=True)
+        ]
+        out.set(self.text_key, lazy_stack(texts))
+        if history is not None:
+            replies = [
+                self._reply_history(history[i], prompt_texts[i], response_texts[i])
+                for i in range(len(prompts))
+            ]
+            out.set(self.history_key, lazy_stack(replies))
+        return out
 
     def _reply_history(self, prompt: History, prompt_text: str, response_text: str) -> ChatHistory:
         parsed = History.from_text(

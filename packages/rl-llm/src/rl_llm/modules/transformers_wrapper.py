@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from tensordict import NestedKey
 
+from rl_llm.modules._sampling import SUPPORTED_KWARGS, check_sampling_kwargs, decode
 from rl_llm.modules.base import InputMode, LLMWrapperBase, pad_left
+
+Decoder = Literal["auto", "cache", "generate"]
 
 _DEFAULT_GENERATE_KWARGS = {
     "max_new_tokens": 64,
@@ -37,6 +40,13 @@ class TransformersWrapper(LLMWrapperBase):
     same number :meth:`score` gives for that token. With the defaults (pure sampling)
     that is also the probability the token was sampled with.
 
+    Two decoders produce the replies: ``"cache"``, a plain incremental loop on the
+    model's KV cache that encodes each distinct prompt once (a GRPO group shares its
+    prompt) and honours ``max_new_tokens``, ``do_sample``, ``temperature``, ``top_k`` and
+    ``top_p``; and ``"generate"``, ``transformers``' ``generate``, for every other
+    ``GenerationConfig`` setting (beams, penalties, ...). Greedy, both give the same tokens;
+    on a tiny model the loop is several times faster.
+
     Args:
         model: a causal LM (``AutoModelForCausalLM``-like: ``generate`` and ``forward``
             returning ``logits``).
@@ -47,6 +57,9 @@ class TransformersWrapper(LLMWrapperBase):
         generate: ``True`` to sample replies, ``False`` to score sequences (gradients flow).
         generate_kwargs: ``transformers.GenerationConfig`` fields; defaults
             ``max_new_tokens=64, do_sample=True, temperature=1.0, top_k=0, top_p=1.0``.
+        decoder: ``"cache"`` (the KV-cache loop), ``"generate"`` (``model.generate``) or
+            ``"auto"`` (default: the loop when ``generate_kwargs`` only holds the settings it
+            implements, else ``generate``).
         pad_output: dense padded outputs instead of ragged ones. Defaults to ``False``.
         inplace: write into the input TensorDict. Defaults to ``True``.
         chat_template_name: a registered chat template name.
@@ -79,6 +92,7 @@ class TransformersWrapper(LLMWrapperBase):
         attention_mask_key: NestedKey = ("masks", "all_attention_mask"),
         generate: bool = True,
         generate_kwargs: dict[str, Any] | None = None,
+        decoder: Decoder = "auto",
         pad_output: bool = False,
         inplace: bool = True,
         chat_template_name: str | None = None,
@@ -119,6 +133,13 @@ class TransformersWrapper(LLMWrapperBase):
             raise ValueError(
                 f"Unknown generate_kwargs {unknown}: they must be transformers.GenerationConfig fields."
             )
+        if decoder not in ("auto", "cache", "generate"):
+            raise ValueError(f"decoder must be 'auto', 'cache' or 'generate', got {decoder!r}.")
+        if decoder == "auto":
+            decoder = "cache" if set(self.generate_kwargs) <= SUPPORTED_KWARGS else "generate"
+        if decoder == "cache":
+            check_sampling_kwargs(self.generate_kwargs)
+        self.decoder = decoder
         self._generation_config = GenerationConfig(
             **self.generate_kwargs,
             pad_token_id=self.pad_token_id,
@@ -151,14 +172,24 @@ class TransformersWrapper(LLMWrapperBase):
             width + self.generate_kwargs["max_new_tokens"],
             f"The longest prompt ({width} tokens) plus max_new_tokens={self.generate_kwargs['max_new_tokens']}",
         )
-        out = self.model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            generation_config=self._generation_config,
-        )
-        replies = out.sequences[:, width:]
-        log_probs = torch.stack(out.logits, dim=1).float().log_softmax(-1)
-        log_probs = log_probs.gather(-1, replies.unsqueeze(-1)).squeeze(-1)
+        if self.decoder == "cache":
+            replies, log_probs = decode(
+                self.model,
+                input_ids,
+                attention_mask,
+                eos_token_id=self.eos_token_id,
+                pad_token_id=self.pad_token_id,
+                **self.generate_kwargs,
+            )
+        else:
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                generation_config=self._generation_config,
+            )
+            replies = out.sequences[:, width:]
+            log_probs = torch.stack(out.logits, dim=1).float().log_softmax(-1)
+            log_probs = log_probs.gather(-1, replies.unsqueeze(-1)).squeeze(-1)
         is_eos = replies == self.eos_token_id
         has_eos = is_eos.any(-1)
         lengths = torch.where(has_eos, is_eos.float().argmax(-1) + 1, replies.shape[1]).tolist()
