@@ -458,3 +458,22 @@ def test_start_needs_a_buffer_and_reraises_the_threads_error() -> None:
     with pytest.raises(RuntimeError, match="background") as info:
         collector.async_shutdown(timeout=30)
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_pause_holds_the_background_collection_between_batches() -> None:
+    import time
+
+    buffer = _ListBuffer()
+    collector = Collector(ToyEnv((2,)), None, frames_per_batch=4, replay_buffer=buffer)
+    collector.start()
+    deadline = time.monotonic() + 30
+    while not buffer.items and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with collector.pause():
+        count = len(buffer.items)
+        time.sleep(0.1)
+        assert len(buffer.items) == count, "no batch is written while paused"
+    while len(buffer.items) == count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    collector.async_shutdown(timeout=30)
+    assert len(buffer.items) > count, "collection resumes after the pause"

@@ -326,3 +326,34 @@ def test_device_lists_give_each_worker_its_own() -> None:
         MultiSyncCollector([TOY_2, TOY_2], None, device=["cpu"] * 3, **kwargs)
     with pytest.raises(ValueError, match=r"storing devices differ"):
         MultiSyncCollector([TOY_2, TOY_2], None, storing_device=["cpu", "meta"], **kwargs)
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_start_collects_into_the_buffer_and_sees_weight_updates(cls) -> None:
+    """TorchRL's ``start()`` for multiprocess collectors: batches go to the buffer in the
+    background, and weights pushed meanwhile reach the workers."""
+    import time
+
+    class Buffer:
+        def __init__(self) -> None:
+            self.items: list = []
+
+        def extend(self, td) -> None:
+            self.items.append(td)
+
+    buffer, policy = Buffer(), ScalePolicy(0.0)
+    collector = cls([TOY_2, TOY_2], policy, frames_per_batch=8, replay_buffer=buffer)
+    try:
+        collector.start()
+        deadline = time.monotonic() + 60
+        while not buffer.items and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert buffer.items and (buffer.items[0]["action"] == 0).all()
+        with torch.no_grad():
+            policy.weight.fill_(10.0)
+        collector.update_policy_weights_()
+        while (buffer.items[-1]["action"] == 0).all() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (buffer.items[-1]["action"] != 0).any()
+    finally:
+        collector.async_shutdown(timeout=30)

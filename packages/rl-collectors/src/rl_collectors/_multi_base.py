@@ -26,6 +26,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 from torch import nn
 
+from rl_collectors._background import BackgroundCollection
 from rl_collectors._batching import BatchTimings, check_options, merge_timings
 from rl_collectors._introspect import call_args, check_stats_view, progress_stats
 from rl_collectors._policy import resolve_exploration_type
@@ -199,7 +200,7 @@ class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
 
-class _MultiCollectorBase:
+class _MultiCollectorBase(BackgroundCollection):
     """Process management, weight sync, checkpointing and lifecycle for multiprocess collectors."""
 
     def __init__(
@@ -279,6 +280,7 @@ class _MultiCollectorBase:
         self.worker_timings: list[BatchTimings | None] = [None] * self.num_workers
         self._context = _context(mp_start_method)
         self.weight_sync_scheme = policy_scheme(weight_sync_schemes)
+        self._weight_sync_schemes = {"policy": self.weight_sync_scheme}
         self._weights = (
             SharedWeights(policy, self._context)
             if isinstance(policy, nn.Module) and self.weight_sync_scheme.enabled
@@ -680,8 +682,12 @@ class _MultiCollectorBase:
         self._buffers = [None] * self.num_workers
 
     def async_shutdown(self, timeout: float | None = None) -> None:
-        """TorchRL's name for :meth:`shutdown` after asynchronous collection."""
-        self.shutdown(timeout=10.0 if timeout is None else timeout)
+        """Stop the collection :meth:`start` began, then :meth:`shutdown`; re-raises an
+        error the background thread met."""
+        timeout = 10.0 if timeout is None else timeout
+        self._stop_background(timeout)
+        self.shutdown(timeout=timeout)
+        self._raise_background_error()
 
     def __enter__(self) -> _MultiCollectorBase:
         return self

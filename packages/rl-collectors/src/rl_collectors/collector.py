@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -13,6 +12,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 from torch import nn
 
+from rl_collectors._background import BackgroundCollection
 from rl_collectors._batching import (
     POLICY_VERSION_KEY,
     TRAJ_IDS_KEY,
@@ -93,7 +93,7 @@ def _wrap_policy(
     return policy
 
 
-class Collector:
+class Collector(BackgroundCollection):
     """Collect batches of transitions from one (possibly batched) env.
 
     Each iteration yields a TensorDict of shape ``[*env.batch_size, T]`` with
@@ -278,9 +278,6 @@ class Collector:
         self._iterator: Iterator[TensorDictBase | None] | None = None
         self.last_timings: BatchTimings | None = None
         self._closed = False
-        self._thread: threading.Thread | None = None
-        self._stop_event = threading.Event()
-        self._thread_error: BaseException | None = None
 
     # -- policy -----------------------------------------------------------------------------
     def _place_policy(
@@ -724,52 +721,12 @@ class Collector:
         if close_env and callable(close):
             close()
 
-    def start(self) -> None:
-        """Collect into ``replay_buffer`` in a background thread (TorchRL's ``start``).
-
-        The thread runs until ``total_frames`` are collected or :meth:`async_shutdown`
-        is called (it stops between two batches).
-
-        Raises:
-            RuntimeError: no ``replay_buffer`` was given, or collection already started.
-        """
-        if self.replay_buffer is None:
-            raise RuntimeError(
-                "start() collects into a replay buffer in the background; pass "
-                "replay_buffer= to the collector (or iterate over it instead)."
-            )
-        if self._thread is not None and self._thread.is_alive():
-            raise RuntimeError("this collector was already started; call async_shutdown() first.")
-        self._stop_event.clear()
-        self._thread_error = None
-
-        def run() -> None:
-            try:
-                for _ in self:
-                    if self._stop_event.is_set():
-                        return
-            except BaseException as error:  # re-raised by async_shutdown
-                self._thread_error = error
-
-        self._thread = threading.Thread(target=run, name="rl-collectors-start", daemon=True)
-        self._thread.start()
-
     def async_shutdown(self, timeout: float | None = None, close_env: bool = True) -> None:
         """Stop the collection :meth:`start` began (waiting up to ``timeout`` s), then
         :meth:`shutdown`. Re-raises an error the background thread met."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop_event.set()
-            thread.join(timeout)
-            if thread.is_alive():
-                raise RuntimeError(
-                    f"the background collection did not stop within {timeout} s (a batch is "
-                    "still running); call async_shutdown again with a longer timeout."
-                )
+        self._stop_background(timeout)
         self.shutdown(timeout=timeout, close_env=close_env)
-        error, self._thread_error = self._thread_error, None
-        if error is not None:
-            raise RuntimeError("the background collection started by start() failed") from error
+        self._raise_background_error()
 
     def __enter__(self) -> Collector:
         return self
