@@ -1,5 +1,6 @@
-"""CrossQ and REDQ recipes: a run cut in two and resumed ends bit-identical to a straight one
-(CrossQ's batch-renorm statistics and actor-delay counter, REDQ's stacked critics included)."""
+"""CrossQ, REDQ and GAIL recipes: a run cut in two and resumed ends bit-identical to a straight
+one (CrossQ's batch-renorm statistics and actor-delay counter, REDQ's stacked critics, GAIL's
+discriminator included); GAIL's learner is paid by the discriminator, not by the env."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ ARGS = ["--smoke", "--env", "Pendulum-v1", "--frames-per-batch", "100",
         "--checkpoint-every", "200"]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["crossq", "redq"])
+@pytest.mark.parametrize("name", ["crossq", "redq", "gail"])
 def test_resume_is_bit_identical_to_an_uninterrupted_run(name: str, tmp_path: Path) -> None:
     recipe = load_recipe(name)
     straight, split = tmp_path / "straight", tmp_path / "split"
@@ -46,6 +47,9 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(name: str, tmp_path: Pa
     assert a["loss"].keys() == b["loss"].keys()
     for key, value in a["loss"].items():
         assert torch.equal(value, b["loss"][key]), f"{name}: {key} differs after resuming"
+    if name == "gail":
+        for key, value in a["discriminator"].items():
+            assert torch.equal(value, b["discriminator"][key]), key
 
 
 def test_crossq_critics_hold_batch_statistics_and_no_target_copies() -> None:
