@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as Fn
@@ -217,3 +219,81 @@ def test_sac_v1_with_a_value_network_against_plain_torch():
     live = no_delay.value_network_params.flatten_keys()
     for key, value in view.items():
         assert not value.requires_grad and torch.equal(value, live[key])
+
+
+def _composite_actor():
+    from objectives_testlib import OBS, TanhNormal
+    from tensordict.nn import (
+        CompositeDistribution,
+        NormalParamExtractor,
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictModule,
+    )
+
+    net = torch.nn.Sequential(torch.nn.Linear(OBS, 4), NormalParamExtractor())
+    params = [("params", "action1", "loc"), ("params", "action1", "scale")]
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(net, ["observation"], params),
+        ProbabilisticTensorDictModule(
+            ["params"],
+            ["action"],
+            distribution_class=CompositeDistribution,
+            distribution_kwargs={"distribution_map": {"action1": TanhNormal}},
+        ),
+    )
+
+
+def test_sac_with_a_composite_action_distribution_sums_the_heads_log_probs():
+    from objectives_testlib import QNet
+    from tensordict import TensorDict
+    from tensordict.nn import TensorDictModule
+
+    class ActionTDQ(QNet):  # the critic reads the composite action's "action1" entry
+        def forward(self, obs, act):
+            return super().forward(obs, act.get("action1") if isinstance(act, TensorDict) else act)
+
+    actor = _composite_actor()
+    q = TensorDictModule(ActionTDQ(), ["observation", "action"], ["state_action_value"])
+    loss = SACLoss(actor, q, target_entropy=-2.0, delay_qvalue=False)
+    td = transitions(8)
+    td["action"] = TensorDict(action1=td["action"], batch_size=[8])
+    torch.manual_seed(0)
+    out = loss(td)
+    # the entropy entry is minus the mean summed log-prob of a fresh sample: recompute it
+    torch.manual_seed(0)
+    actor.get_dist(td["next"].select("observation")).rsample()  # the next-step draw comes first
+    d = actor.get_dist(td.select("observation"))
+    lp = d.log_prob(d.rsample())
+    expected = -sum(v for v in lp.values(True, True)).mean()
+    torch.testing.assert_close(out["entropy"], expected)
+
+
+def test_sac_target_entropy_is_a_tensor_read_from_the_actor_spec_and_scalar_output_mode():
+    class Leaf:
+        shape = torch.Size([3])
+
+    class Spec(dict):
+        shape = torch.Size([])
+
+        def keys(self, include_nested=False, leaves_only=False):
+            return list(super().keys())
+
+    actor = make_tanh_actor()
+    actor.spec = Spec(action=Leaf())  # as a TorchRL ProbabilisticActor's Composite spec
+    loss = SACLoss(actor, make_qvalue())
+    assert isinstance(loss.target_entropy, torch.Tensor) and loss.target_entropy.item() == -3.0
+    assert (
+        SACLoss(make_tanh_actor(), make_qvalue(), target_entropy=-1.5).target_entropy.item() == -1.5
+    )
+    loss = SACLoss(make_tanh_actor(), make_qvalue(), reduction="none", scalar_output_mode="exclude")
+    out = loss(transitions(8))
+    assert out.batch_size == (8,) and "alpha" not in out
+    with pytest.warns(UserWarning, match="left out"):
+        SACLoss(make_tanh_actor(), make_qvalue(), reduction="none")
+    n = 4
+    dsac = DiscreteSACLoss(
+        make_categorical_actor(), make_action_value(), num_actions=n, action_space="categorical"
+    )
+    assert dsac.delay_actor is False
+    torch.testing.assert_close(dsac.target_entropy, torch.tensor(0.98 * math.log(n)))

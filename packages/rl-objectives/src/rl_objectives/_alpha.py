@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from tensordict import TensorDictBase
 from torch import nn
 
 from rl_objectives.functional import temperature_loss
@@ -12,8 +13,18 @@ from rl_objectives.functional import temperature_loss
 __all__ = ["Temperature", "sum_to_batch"]
 
 
-def sum_to_batch(x: torch.Tensor, batch_ndim: int) -> torch.Tensor:
-    """Sum every dimension after the first ``batch_ndim`` (e.g. per-dim log-probs)."""
+def sum_to_batch(x: torch.Tensor | TensorDictBase, batch_ndim: int) -> torch.Tensor:
+    """Sum every dimension after the first ``batch_ndim`` (e.g. per-dim log-probs); a
+    TensorDict (a composite distribution's per-head log-probs) sums over its leaves too.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> lp = TensorDict(a=torch.ones(2, 3), b=torch.ones(2), batch_size=[2])
+        >>> sum_to_batch(lp, 1)
+        tensor([4., 4.])
+    """
+    if isinstance(x, TensorDictBase):
+        return sum(sum_to_batch(leaf, batch_ndim) for leaf in x.values(True, True))
     if x.ndim > batch_ndim:
         return x.sum(tuple(range(batch_ndim, x.ndim)))
     return x

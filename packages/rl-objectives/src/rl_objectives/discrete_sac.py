@@ -20,13 +20,13 @@ from rl_objectives._nets import (
     make_qvalue_networks,
     stacked_outputs,
 )
+from rl_objectives._offline import assemble_output, resolve_scalar_mode
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
     LossModule,
     ValueEstimatorLike,
     estimator_keys,
-    loss_output,
 )
 from rl_objectives.functional import (
     clipped_double_q,
@@ -77,6 +77,8 @@ class DiscreteSACLoss(LossModule):
         value_estimator: the value estimator: a ready estimator module, a
             :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
             ``"td0"``); built on first use, with this loss's ``gamma``.
+        scalar_output_mode: with ``reduction="none"``: ``"exclude"`` or ``"non_tensor"`` for
+            the scalar ``alpha`` / ``entropy`` (``None``: excluded with a warning, as TorchRL).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -114,6 +116,7 @@ class DiscreteSACLoss(LossModule):
 
     default_keys = _AcceptedKeys
     default_out_keys = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
+    delay_actor = False  # TorchRL's attribute: the actor never has target parameters here
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = TD_ESTIMATORS
 
@@ -140,9 +143,13 @@ class DiscreteSACLoss(LossModule):
         skip_done_states: bool = False,
         deactivate_vmap: bool = False,
         value_estimator: ValueEstimatorLike = None,
+        scalar_output_mode: str | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
+        self.scalar_output_mode = resolve_scalar_mode(
+            "DiscreteSACLoss", self.reduction, scalar_output_mode, "alpha, entropy"
+        )
         self._reject_ctor_keys(priority_key=priority_key)
         self.skip_done_states = skip_done_states
         self.deactivate_vmap = deactivate_vmap
@@ -179,9 +186,12 @@ class DiscreteSACLoss(LossModule):
         return self.temperature.log_alpha
 
     @property
-    def target_entropy(self) -> float | None:
-        """The target entropy (``None`` until inferred from the first batch when ``"auto"``)."""
-        return self._target_entropy
+    def target_entropy(self) -> torch.Tensor | None:
+        """The target entropy, a tensor as TorchRL's buffer (``None`` until inferred from the
+        first batch when ``"auto"`` had no ``num_actions``)."""
+        if self._target_entropy is None:
+            return None
+        return torch.tensor(self._target_entropy, device=self.log_alpha.device)
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
         return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS)
@@ -229,12 +239,10 @@ class DiscreteSACLoss(LossModule):
         loss_alpha = self._reduce(
             temperature_loss(self.log_alpha, neg_entropy, self._target_entropy), weights
         )
-        return loss_output(
-            {
-                "loss_actor": loss_actor,
-                "loss_qvalue": loss_q,
-                "loss_alpha": loss_alpha,
-                "alpha": alpha,
-                "entropy": -neg_entropy.detach().mean(),
-            }
+        return assemble_output(
+            {"loss_actor": loss_actor, "loss_qvalue": loss_q, "loss_alpha": loss_alpha},
+            {"alpha": alpha, "entropy": -neg_entropy.detach().mean()},
+            reduction=self.reduction,
+            scalar_mode=self.scalar_output_mode,
+            batch_size=tensordict.batch_size,
         )

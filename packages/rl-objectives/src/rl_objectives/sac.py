@@ -20,13 +20,13 @@ from rl_objectives._nets import (
     stacked_outputs,
     unshare_from,
 )
+from rl_objectives._offline import assemble_output, resolve_scalar_mode, target_entropy_from
 from rl_objectives.common import (
     TD_ESTIMATOR_KEYS,
     TD_ESTIMATORS,
     LossModule,
     ValueEstimatorLike,
     estimator_keys,
-    loss_output,
 )
 from rl_objectives.functional import (
     clipped_double_q,
@@ -89,6 +89,8 @@ class SACLoss(LossModule):
         value_estimator: the value estimator: a ready estimator module, a
             :class:`~rl_objectives.value.ValueEstimators` member or its name (default:
             ``"td0"``); built on first use, with this loss's ``gamma``.
+        scalar_output_mode: with ``reduction="none"``: ``"exclude"`` or ``"non_tensor"`` for
+            the scalar ``alpha`` / ``entropy`` (``None``: excluded with a warning, as TorchRL).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -132,6 +134,8 @@ class SACLoss(LossModule):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         priority_weight: NestedKey = "_weight"
+        # TorchRL's key of a stored log-prob; the losses here score fresh samples, never read it
+        log_prob: NestedKey = "action_log_prob"
 
     default_keys = _AcceptedKeys
     default_out_keys = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
@@ -167,9 +171,13 @@ class SACLoss(LossModule):
         separate_losses: bool = False,
         deactivate_vmap: bool = False,
         value_estimator: ValueEstimatorLike = None,
+        scalar_output_mode: str | None = None,
         debug: bool = False,
     ) -> None:
         super().__init__(reduction=reduction, debug=debug, value_estimator=value_estimator)
+        self.scalar_output_mode = resolve_scalar_mode(
+            "SACLoss", self.reduction, scalar_output_mode, "alpha, entropy"
+        )
         self._reject_ctor_keys(priority_key=priority_key)
         self.skip_done_states = skip_done_states
         self.deactivate_vmap = deactivate_vmap
@@ -199,10 +207,8 @@ class SACLoss(LossModule):
         self.delay_qvalue = delay_qvalue
         self.gamma = gamma
         self.use_prioritized_weights = use_prioritized_weights
-        if target_entropy == "auto":
-            shape = getattr(action_spec, "shape", None)
-            target_entropy = -float(math.prod(shape)) if shape is not None else None
-        self._target_entropy: float | None = target_entropy
+        spec = action_spec if action_spec is not None else getattr(actor_network, "spec", None)
+        self._target_entropy: float | None = target_entropy_from(spec, target_entropy)
 
     @property
     def log_alpha(self) -> torch.Tensor:
@@ -210,9 +216,12 @@ class SACLoss(LossModule):
         return self.temperature.log_alpha
 
     @property
-    def target_entropy(self) -> float | None:
-        """The target entropy (``None`` until inferred from the first batch when ``"auto"``)."""
-        return self._target_entropy
+    def target_entropy(self) -> torch.Tensor | None:
+        """The target entropy, a tensor as TorchRL's buffer (``None`` until inferred from the
+        first batch when ``"auto"`` found no spec)."""
+        if self._target_entropy is None:
+            return None
+        return torch.tensor(self._target_entropy, device=self.log_alpha.device)
 
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
         return estimator_keys(self.tensor_keys, TD_ESTIMATOR_KEYS)
@@ -272,14 +281,12 @@ class SACLoss(LossModule):
         loss_alpha = self._reduce(
             temperature_loss(self.log_alpha, log_prob, self._target_entropy), weights
         )
-        return loss_output(
-            {
-                "loss_actor": loss_actor,
-                "loss_qvalue": loss_q,
-                "loss_alpha": loss_alpha,
-                "alpha": alpha,
-                "entropy": -log_prob.detach().mean(),
-            }
+        return assemble_output(
+            {"loss_actor": loss_actor, "loss_qvalue": loss_q, "loss_alpha": loss_alpha},
+            {"alpha": alpha, "entropy": -log_prob.detach().mean()},
+            reduction=self.reduction,
+            scalar_mode=self.scalar_output_mode,
+            batch_size=tensordict.batch_size,
         )
 
     def _forward_v1(
@@ -333,13 +340,15 @@ class SACLoss(LossModule):
         loss_alpha = self._reduce(
             temperature_loss(self.log_alpha, log_prob, self._target_entropy), weights
         )
-        return loss_output(
+        return assemble_output(
             {
                 "loss_actor": loss_actor,
                 "loss_qvalue": loss_q,
                 "loss_alpha": loss_alpha,
-                "alpha": alpha,
-                "entropy": -log_prob.detach().mean(),
                 "loss_value": loss_value,
-            }
+            },
+            {"alpha": alpha, "entropy": -log_prob.detach().mean()},
+            reduction=self.reduction,
+            scalar_mode=self.scalar_output_mode,
+            batch_size=tensordict.batch_size,
         )
