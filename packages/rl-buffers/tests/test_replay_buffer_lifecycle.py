@@ -106,6 +106,19 @@ def test_a_prefetching_buffer_pickles_and_keeps_working():
     assert len(copy) == 10 and copy.sample().shape == (2,)
 
 
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_a_prioritized_buffer_pickles_with_its_priorities(backend):
+    # the compiled segment tree's kernels (a torch.ops namespace) did not pickle
+    rb = ReplayBuffer(
+        storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0, backend=backend)
+    )
+    rb.extend(torch.arange(8))
+    rb.update_priority(torch.arange(8), torch.tensor([0.0] * 7 + [2.0]))
+    copy = pickle.loads(pickle.dumps(rb))
+    assert copy.sampler.priorities().tolist() == rb.sampler.priorities().tolist()
+    assert copy.sample(4).tolist() == [7, 7, 7, 7]
+
+
 def test_shared_buffers_refuse_prefetch():
     with pytest.raises(ValueError, match="cannot prefetch"):
         ReplayBuffer(shared=True, prefetch=2)

@@ -99,6 +99,16 @@ class _SegmentTree:
         self.tree = torch.full((2 * self.capacity,), self._neutral, dtype=dtype, device=self.device)
         self._ops = torch.ops.rl_buffers_segtree if self.backend != "torch" else None
 
+    def __getstate__(self) -> dict:
+        # torch.ops namespaces do not pickle: the compiled kernels are looked up again on load
+        return {k: v for k, v in self.__dict__.items() if k != "_ops"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        # the loading process may lack the extension: same tree, the fallback kernels then
+        self.backend = resolve_backend("torch" if self.backend == "torch" else "auto", self.device)
+        self._ops = torch.ops.rl_buffers_segtree if self.backend != "torch" else None
+
     def __len__(self) -> int:
         return self.size
 
