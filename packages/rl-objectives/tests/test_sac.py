@@ -297,3 +297,28 @@ def test_sac_target_entropy_is_a_tensor_read_from_the_actor_spec_and_scalar_outp
     )
     assert dsac.delay_actor is False
     torch.testing.assert_close(dsac.target_entropy, torch.tensor(0.98 * math.log(n)))
+
+
+def test_discrete_sac_skip_done_states_ignores_invalid_done_observations():
+    def build(skip):
+        torch.manual_seed(0)
+        return DiscreteSACLoss(
+            make_categorical_actor(),
+            make_action_value(),
+            num_actions=4,
+            action_space="categorical",
+            skip_done_states=skip,
+            delay_qvalue=False,
+        )
+
+    td = transitions(16, action="categorical")
+    done = td["next", "done"].squeeze(-1)
+    assert done.any() and not done.all()
+    td_nan = td.clone()
+    td_nan["next", "observation"][done] = float("nan")
+    out = build(True)(td_nan)
+    assert all(out[k].isfinite() for k in ("loss_actor", "loss_qvalue", "loss_alpha"))
+    # the same as computing every next state and bootstrapping done steps on 0
+    reference = td.clone()
+    reference["next", "terminated"] = td["next", "done"]
+    torch.testing.assert_close(out["loss_qvalue"], build(False)(reference)["loss_qvalue"])

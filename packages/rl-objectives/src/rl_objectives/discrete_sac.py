@@ -70,8 +70,8 @@ class DiscreteSACLoss(LossModule):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         use_prioritized_weights: weight samples by ``tensor_keys.priority_weight`` when present.
         priority_key: removed in TorchRL (raises; use ``set_keys(priority=...)``).
-        skip_done_states: TorchRL's hint to skip the actor on done next states; the
-            targets are the same either way (done states are masked), all are computed here.
+        skip_done_states: run the actor and critics on the not-done next states only (done
+            next observations may be invalid, e.g. NaN); done steps bootstrap on 0, as TorchRL.
         deactivate_vmap: TorchRL's switch between vmap and a loop over critics; the
             values are the same either way (critics run stacked here).
         value_estimator: the value estimator: a ready estimator module, a
@@ -216,6 +216,10 @@ class DiscreteSACLoss(LossModule):
         alpha = self.temperature.alpha()
         with torch.no_grad():
             nxt = tensordict.get("next")
+            live = None
+            if self.skip_done_states:
+                live = ~self._get(tensordict, "done", under_next=True).reshape(nxt.shape)
+                nxt = nxt[live]
             next_probs, next_log_probs = self._policy(nxt)
             if self._target_entropy is None:
                 self._target_entropy = self.target_entropy_weight * math.log(next_probs.shape[-1])
@@ -223,6 +227,9 @@ class DiscreteSACLoss(LossModule):
                 self._qs(nxt, self._bound_params("qvalue_network", target=True))
             )
             next_value = expected_soft_value(next_probs, next_q, next_log_probs, alpha)
+            if live is not None:
+                full = next_value.new_zeros(*live.shape, 1)
+                next_value = full.masked_scatter(live.unsqueeze(-1), next_value)
         target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         q_all = self._qs(tensordict, None)
         pred = chosen_value(q_all, action.expand(q_all.shape[0], *action.shape), self.action_space)
