@@ -172,3 +172,12 @@ def test_storage_attribute_is_the_whole_capacity_sharing_memory(cls):
     assert whole[:3]["a"].tolist() == [0.0, 1.0, 2.0]
     whole["a"][1] = 7.0
     assert storage.get(torch.tensor([1]))["a"].tolist() == [7.0]
+
+
+def test_a_pytree_batch_larger_than_the_storage_keeps_its_newest_items():
+    storage_buffer = ReplayBuffer(storage=LazyTensorStorage(3))
+    data = {"a": torch.arange(5), "b": {"c": [torch.arange(5.0) * 2]}, 30: torch.zeros(5, 2)}
+    storage_buffer.extend(data)
+    kept = storage_buffer.storage.get(torch.arange(3))
+    assert sorted(kept["a"].tolist()) == [2, 3, 4]
+    assert sorted(kept["b"]["c"][0].tolist()) == [4.0, 6.0, 8.0]

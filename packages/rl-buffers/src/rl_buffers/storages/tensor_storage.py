@@ -136,11 +136,10 @@ class TensorStorage(Storage):
         )
 
     def take(self, data: Any, start: int) -> Any:
-        if self.ndim == 1:
-            return data[start:]
+        index = slice(start, None) if self.ndim == 1 else (slice(None), slice(start, None))
         if is_tensor_collection(data) or isinstance(data, torch.Tensor):
-            return data[:, start:]
-        return pytree.tree_map(lambda x: x[:, start:], data)
+            return data[index]
+        return pytree.tree_map(lambda x: x[index], data)
 
     def _batch_shape(self, data: Any) -> torch.Size:
         if is_tensor_collection(data) or isinstance(data, torch.Tensor):
