@@ -79,3 +79,57 @@ def test_load_weights_and_exploration_names() -> None:
     with pytest.raises(TypeError, match="state_dict"):
         load_weights_(target, 3.0)
     assert resolve_exploration_type("DETERMINISTIC").value == "deterministic"
+
+
+class _ObservationSpec:
+    def __init__(self, batch_size: torch.Size) -> None:
+        self.batch_size = batch_size
+
+    def rand(self) -> TensorDict:
+        return TensorDict({"observation": torch.rand(*self.batch_size, 3)}, self.batch_size)
+
+
+class _SpecToyEnv(ToyEnv):
+    """ToyEnv with the observation spec auto-wrapping reads."""
+
+    def __init__(self, batch_size: tuple[int, ...] = ()) -> None:
+        super().__init__(batch_size)
+        self.observation_spec = _ObservationSpec(self.batch_size)
+
+
+class TensorNet(nn.Module):
+    def __init__(self, tuple_out: bool = False) -> None:
+        super().__init__()
+        self.linear, self.tuple_out = nn.Linear(3, 1), tuple_out
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        out = self.linear(observation).tanh()
+        return (out, out.sum(-1)) if self.tuple_out else out
+
+
+class TwoInputs(nn.Module):
+    def forward(self, observation: torch.Tensor, other_stuff: torch.Tensor) -> torch.Tensor:
+        return observation[..., :1]
+
+
+@pytest.mark.parametrize(
+    ("tuple_out", "out_keys"), [(False, ["action"]), (True, ["action", "output1"])]
+)
+def test_tensor_module_policy_is_wrapped_like_torchrl(tuple_out: bool, out_keys: list) -> None:
+    net = TensorNet(tuple_out)
+    collector = Collector(_SpecToyEnv((2,)), net, frames_per_batch=4)
+    assert isinstance(collector._wrapped_policy, TensorDictModule)
+    assert collector._wrapped_policy.out_keys == out_keys and collector.policy is net
+    batch = collector.next()
+    expected = net.linear(batch["observation"]).tanh()
+    torch.testing.assert_close(batch["action"], expected)
+    with torch.no_grad():
+        net.linear.weight.zero_(), net.linear.bias.zero_()
+    assert (collector.next()["action"] == 0).all(), "the wrapper shares the module's weights"
+
+
+def test_unwrappable_policy_is_explained_and_trust_policy_skips_wrapping() -> None:
+    with pytest.raises(TypeError, match=r"Arguments to policy\.forward are incompatible"):
+        Collector(_SpecToyEnv(), TwoInputs(), frames_per_batch=2)
+    trusted = Collector(_SpecToyEnv(), TensorNet(), frames_per_batch=2, trust_policy=True)
+    assert trusted._wrapped_policy is trusted.policy

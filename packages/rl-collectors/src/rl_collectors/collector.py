@@ -12,6 +12,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 from torch import nn
 
+from rl_collectors._autowrap import auto_wrap_policy
 from rl_collectors._background import BackgroundCollection
 from rl_collectors._batching import (
     POLICY_VERSION_KEY,
@@ -153,8 +154,10 @@ class Collector(BackgroundCollection):
         pre_collect_hook: called with no argument before each batch is collected.
         post_collect_hook: called with each batch as it is handed out (after ``postproc``);
             both hooks are plain attributes and may be set later.
-        trust_policy: accepted for TorchRL's signature: a policy is always called as given
-            (never wrapped), so there is nothing to trust or check.
+        trust_policy: ``True`` calls the policy as given; otherwise an ``nn.Module`` whose
+            ``forward`` takes observation tensors by name (``forward(self, observation)``) is
+            wrapped in a ``TensorDictModule`` writing ``"action"`` (and ``"output<i>"`` for
+            further tuple outputs), as TorchRL does; the wrapper is ``_wrapped_policy``.
         compile_policy: ``True`` (or ``torch.compile`` keyword arguments) runs the policy
             through ``torch.compile``; the weights stay those of ``policy``.
         cudagraph_policy: ``True`` (or ``CudaGraphModule`` keyword arguments) runs the policy
@@ -250,13 +253,15 @@ class Collector(BackgroundCollection):
         self._source_policy = policy
         self.policy, self.policy_device = self._place_policy(policy, policy_device or device)
         self.policy_version = 0
-        self._policy_call = fast_policy_call(self.policy) or self.policy
         policy_scheme(weight_sync_schemes)
         self.trust_policy = trust_policy
-        self._rollout_policy = self.policy
+        # What the collector calls; self.policy stays the module whose weights are updated.
+        self._wrapped_policy = auto_wrap_policy(self.policy, self.env, trust_policy)
+        self._policy_call = fast_policy_call(self._wrapped_policy) or self._wrapped_policy
+        self._rollout_policy = self._wrapped_policy
         if self.policy is not None and (compile_policy or cudagraph_policy):
             self._policy_call = self._rollout_policy = _wrap_policy(
-                self.policy, compile_policy, cudagraph_policy
+                self._wrapped_policy, compile_policy, cudagraph_policy
             )
 
         self._reward_keys = tuple(getattr(self.env, "reward_keys", None) or ("reward",))
