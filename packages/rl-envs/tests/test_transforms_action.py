@@ -130,3 +130,14 @@ def test_action_discretizer_sampling_strategy_enum():
     t.set_bounds(torch.tensor([-1.0]), torch.tensor([1.0]))
     assert t.inv(TensorDict(action=torch.tensor([0])))["action"].item() == -0.5
     assert ActionDiscretizer(4, sampling="low").sampling == strategy.LOW
+
+
+def test_action_discretizer_renamed_key_keeps_the_env_action_in_the_rollout():
+    env = PendulumEnv().append_transform(ActionDiscretizer(5, out_action_key="action_disc"))
+    r = env.rollout(4)
+    assert r["action_disc"].dtype == torch.int64 and r["action"].dtype == torch.float32
+    # bin i of [-2, 2] in 5 bins lands on its middle: -2 + 4 * (i + 0.5) / 5
+    expected = -2.0 + 4.0 * (r["action_disc"].float() + 0.5) / 5.0
+    torch.testing.assert_close(r["action"], expected)
+    same_key = PendulumEnv().append_transform(ActionDiscretizer(5)).rollout(3)
+    assert same_key["action"].dtype == torch.int64  # the policy's action is not overwritten

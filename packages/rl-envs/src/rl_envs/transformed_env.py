@@ -155,6 +155,7 @@ class TransformedEnv(EnvBase):
         transform.set_container(self)
         self.transform = transform
         self._needs_inv = False
+        self._inv_exposed: list[Any] = []
         self._last_reset: tuple[TensorDictBase, TensorDictBase] | None = None
         self.empty_cache()
 
@@ -180,6 +181,7 @@ class TransformedEnv(EnvBase):
         self._full_state_spec = specs.state
         flat = _flatten(self.transform)
         self._needs_inv = any(t._has_inverse() for t in flat)
+        self._inv_exposed = [k for t in flat if t.inv_writes_input for k in t.in_keys_inv]
         self._has_hooks = self.transform._has_post_step_mdp_hook()
         for i, t in enumerate(flat):
             if t.steps_inner_env:
@@ -239,7 +241,10 @@ class TransformedEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._last_reset = None
         if self._needs_inv:
-            tensordict = self.transform.inv(tensordict.clone(False))
+            inner = self.transform.inv(tensordict.clone(False))
+            for key in self._inv_exposed:
+                tensordict.set(key, inner.get(key))
+            tensordict = inner
         next_td = self.base_env._step(tensordict)
         if (
             next_td.get("done", None) is None

@@ -71,6 +71,12 @@ class ActionDiscretizer(Transform):
         self.low: torch.Tensor | None = None
         self.high: torch.Tensor | None = None
 
+    @property
+    def inv_writes_input(self) -> bool:
+        """With ``out_action_key`` set, the env's (continuous) action is written next to the
+        policy's discrete one: a rollout holds both, as in TorchRL."""
+        return self.out_action_key != self.action_key
+
     def set_bounds(self, low: torch.Tensor, high: torch.Tensor) -> None:
         """The env action's feature-shaped bounds (set from the spec inside an env)."""
         self.low, self.high = low, high

@@ -201,6 +201,13 @@ class Transform(nn.Module):
             or type(self)._inv_call is not Transform._inv_call
         )
 
+    @property
+    def inv_writes_input(self) -> bool:
+        """Whether, inside a ``TransformedEnv``, the inverse's outputs (``in_keys_inv``) are
+        also written into the caller's TensorDict, so a rollout holds them (TorchRL's
+        ``ActionDiscretizer`` with a renamed action). ``False``: the inverse works on a copy."""
+        return False
+
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Maps an input (e.g. an action written by a policy) to what the inner env reads."""
         return self._inv_call(tensordict)
