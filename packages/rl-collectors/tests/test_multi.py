@@ -357,3 +357,16 @@ def test_start_collects_into_the_buffer_and_sees_weight_updates(cls) -> None:
         assert (buffer.items[-1]["action"] != 0).any()
     finally:
         collector.async_shutdown(timeout=30)
+
+
+def test_multi_collector_picks_the_mode_from_sync() -> None:
+    from rl_collectors import MultiCollector
+
+    with pytest.raises(TypeError, match="sync=True"):
+        MultiCollector([TOY_2], None, frames_per_batch=4)
+    with MultiCollector([TOY_2], None, frames_per_batch=4, sync=False) as collector:
+        assert type(collector) is MultiAsyncCollector and isinstance(collector, MultiCollector)
+        with pytest.raises(NotImplementedError, match="fake_tensordict"):
+            collector.fake_tensordict()
+    with pytest.raises(ValueError, match="does not match"):
+        MultiSyncCollector([TOY_2], None, frames_per_batch=4, sync=False)

@@ -3,7 +3,7 @@
 from importlib.metadata import version as _version
 
 from rl_collectors._batching import BatchTimings
-from rl_collectors._multi_base import WorkerError
+from rl_collectors._multi_base import MultiCollector, WorkerError
 from rl_collectors.collector import Collector, SyncDataCollector
 from rl_collectors.multi_async import (
     MultiAsyncCollector,
@@ -27,6 +27,7 @@ __all__ = [
     "Collector",
     "MultiAsyncCollector",
     "MultiAsyncDataCollector",
+    "MultiCollector",
     "MultiProcessWeightSyncScheme",
     "MultiSyncCollector",
     "MultiSyncDataCollector",

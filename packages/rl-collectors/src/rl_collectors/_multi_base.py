@@ -196,12 +196,40 @@ def _common_storing_device(devices: dict[str, list[DeviceLike]]) -> torch.device
     return storing.pop()
 
 
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
 class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
 
-class _MultiCollectorBase(BackgroundCollection):
-    """Process management, weight sync, checkpointing and lifecycle for multiprocess collectors."""
+class MultiCollector(BackgroundCollection):
+    """Process management, weight sync, checkpointing and lifecycle for multiprocess collectors.
+
+    The base of :class:`~rl_collectors.MultiSyncCollector` and
+    :class:`~rl_collectors.MultiAsyncCollector`. Instantiated itself, as in TorchRL,
+    ``MultiCollector(..., sync=True)`` builds a ``MultiSyncCollector`` and ``sync=False``
+    a ``MultiAsyncCollector``.
+
+    Examples:
+        >>> collector = MultiCollector([make_env] * 2, policy, frames_per_batch=100,
+        ...                            sync=True)  # doctest: +SKIP
+        >>> type(collector).__name__  # doctest: +SKIP
+        'MultiSyncCollector'
+    """
+
+    _synchronous: bool | None = None  # set by the subclasses
+
+    def __new__(cls, *args: Any, sync: bool | None = None, **kwargs: Any) -> MultiCollector:
+        if cls is MultiCollector:
+            if sync is None:
+                raise TypeError(
+                    "MultiCollector needs sync=True (MultiSyncCollector) or sync=False "
+                    "(MultiAsyncCollector)."
+                )
+            cls = next(c for c in _subclasses(MultiCollector) if c._synchronous is bool(sync))
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -237,7 +265,13 @@ class _MultiCollectorBase(BackgroundCollection):
         trust_policy: bool | None = None,
         compile_policy: bool | dict[str, Any] | None = None,
         cudagraph_policy: bool | dict[str, Any] | None = None,
+        sync: bool | None = None,
     ) -> None:
+        if sync is not None and bool(sync) is not self._synchronous:
+            raise ValueError(
+                f"sync={sync} does not match {type(self).__name__}; use MultiCollector(..., "
+                "sync=...) or the class for the mode you want."
+            )
         check_options(
             split_trajs,
             flatten,
@@ -689,7 +723,19 @@ class _MultiCollectorBase(BackgroundCollection):
         self.shutdown(timeout=timeout)
         self._raise_background_error()
 
-    def __enter__(self) -> _MultiCollectorBase:
+    def fake_tensordict(self) -> TensorDictBase:
+        """Not available for multiprocess collectors (their envs live in the workers).
+
+        Raises:
+            NotImplementedError: always; build a :class:`~rl_collectors.Collector` on one of
+                the envs and call its ``fake_tensordict()``.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.fake_tensordict() is not available: the envs live in the "
+            "worker processes. Call Collector(make_env, policy, ...).fake_tensordict() instead."
+        )
+
+    def __enter__(self) -> MultiCollector:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,10 +14,10 @@ from rl_collectors._batching import (
     frames_for_next_batch,
     make_progress_bar,
 )
-from rl_collectors._multi_base import _MultiCollectorBase
+from rl_collectors._multi_base import MultiCollector
 
 
-class MultiAsyncCollector(_MultiCollectorBase):
+class MultiAsyncCollector(MultiCollector):
     """Collect with N worker processes that never wait for each other.
 
     Every worker collects ``frames_per_batch`` frames, hands its batch over through
@@ -35,6 +35,8 @@ class MultiAsyncCollector(_MultiCollectorBase):
         >>> for batch in collector:  # doctest: +SKIP
         ...     print(batch["collector", "policy_version"].max())
     """
+
+    _synchronous = False
 
     def __init__(self, *args: Any, cat_results: str | int | None = None, **kwargs: Any) -> None:
         # cat_results is in TorchRL's shared signature; one worker's batch has nothing to join.

@@ -17,10 +17,10 @@ from rl_collectors._batching import (
     make_progress_bar,
     mark_invalid_tail,
 )
-from rl_collectors._multi_base import _MultiCollectorBase
+from rl_collectors._multi_base import MultiCollector
 
 
-class MultiSyncCollector(_MultiCollectorBase):
+class MultiSyncCollector(MultiCollector):
     """Collect with N worker processes; every batch holds one piece from each worker.
 
     Each iteration asks every worker for ``frames_per_batch / N`` frames, waits for
@@ -62,6 +62,8 @@ class MultiSyncCollector(_MultiCollectorBase):
         ...     collector.update_policy_weights_()
         >>> collector.shutdown()  # doctest: +SKIP
     """
+
+    _synchronous = True
 
     def __init__(
         self,
