@@ -265,3 +265,33 @@ def test_multiagent_gae_broadcasts_team_signals_against_a_loop():
     averaged = MultiAgentGAE(gamma=gamma, lmbda=lmbda, average_gae=True)(td.clone())["advantage"]
     torch.testing.assert_close(averaged.mean(0), torch.zeros(n_agents, 1), atol=1e-6, rtol=0)
     assert isinstance(build_value_estimator(ValueEstimators.MAGAE), MultiAgentGAE)
+
+
+@pytest.mark.parametrize("shifted", [False, True])
+@pytest.mark.parametrize(
+    "chunks", [{"value_chunk_size": 3}, {"num_chunks": 4}, {"num_chunk": 2, "value_chunk_dim": 1}]
+)
+def test_chunked_critic_calls_give_the_unchunked_values(shifted, chunks):
+    critic = make_value()
+    calls = []
+    critic.register_forward_hook(lambda *_: calls.append(1))
+    td = rollout(batch=(4,), steps=5)
+    expected = GAE(gamma=0.9, lmbda=0.8, value_network=critic, shifted=shifted)(td.clone())
+    n_plain = len(calls)
+    out = GAE(gamma=0.9, lmbda=0.8, value_network=critic, shifted=shifted, **chunks)(td.clone())
+    assert len(calls) - n_plain > n_plain  # the critic ran in several calls
+    torch.testing.assert_close(out["advantage"], expected["advantage"])
+    torch.testing.assert_close(out["value_target"], expected["value_target"])
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        GAE(gamma=0.9, lmbda=0.8, value_chunk_size=2, num_chunks=2)
+
+
+@pytest.mark.parametrize("skip", [True, False, None])
+def test_skip_existing_uses_the_values_in_the_data(skip):
+    critic = make_value()
+    td = rollout()
+    td["state_value"] = torch.ones(*td.shape, 1)
+    td["next", "state_value"] = torch.ones(*td.shape, 1)
+    out = TD1Estimator(gamma=0.9, value_network=critic, skip_existing=skip)(td)
+    from_data = bool(skip)
+    assert (out["state_value"] == 1).all() == from_data

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import skip_existing
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -94,6 +95,17 @@ class ValueEstimatorBase(nn.Module):
             of the ``done`` and last steps only, instead of on all next observations.
         time_dim: the time dimension of the input TensorDict (its last batch dim by default).
         debug: raise on non-finite rewards or values.
+        skip_existing: with ``True``, values already in the input (``value`` and
+            ``("next", value)``) are used instead of calling the critic; ``None`` follows
+            :func:`tensordict.nn.skip_existing`.
+        value_chunk_size: evaluate the critic on chunks of this many entries (memory bound);
+            the results are those of one call.
+        num_chunks: evaluate the critic in this many chunks (``num_chunk``: TorchRL's alias);
+            exclusive with ``value_chunk_size``.
+        value_chunk_dim: the dimension chunks run along (the critic's input is flattened to one
+            batch dim when root and next observations go in one call: chunks then run along it).
+        deactivate_vmap: TorchRL's switch between vmap and a loop; the critic runs batched
+            here, so the values are the same either way.
     """
 
     one_step: ClassVar[bool] = False  # a one-step target: works on a single transition
@@ -110,8 +122,30 @@ class ValueEstimatorBase(nn.Module):
         shifted: bool = False,
         time_dim: int | None = None,
         debug: bool = False,
+        skip_existing: bool | None = None,
+        value_chunk_size: int | None = None,
+        num_chunks: int | None = None,
+        num_chunk: int | None = None,
+        value_chunk_dim: int = 0,
+        deactivate_vmap: bool = False,
     ) -> None:
         super().__init__()
+        if num_chunk is not None:
+            if num_chunks is not None and num_chunks != num_chunk:
+                raise ValueError(
+                    f"num_chunk={num_chunk} and num_chunks={num_chunks} differ; give one of them."
+                )
+            num_chunks = num_chunk
+        if value_chunk_size is not None and num_chunks is not None:
+            raise ValueError("value_chunk_size and num_chunks are mutually exclusive; give one.")
+        for name, n in (("value_chunk_size", value_chunk_size), ("num_chunks", num_chunks)):
+            if n is not None and n < 1:
+                raise ValueError(f"{name} must be a positive integer, got {n}.")
+        self.skip_existing = skip_existing
+        self.value_chunk_size = value_chunk_size
+        self.num_chunks = num_chunks
+        self.value_chunk_dim = value_chunk_dim
+        self.deactivate_vmap = deactivate_vmap
         self.gamma = gamma
         self.value_network = value_network
         self.differentiable = differentiable
@@ -176,9 +210,18 @@ class ValueEstimatorBase(nn.Module):
     def _call(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
         net = self.value_network
         td_in = td.select(*net.in_keys, strict=False)
+        key = self.tensor_keys.value
         with held_out(net, params):
-            out = net(td_in)
-        return get_entry(out, self.tensor_keys.value, owner=type(self).__name__, key_name="value")
+            if self.value_chunk_size is None and self.num_chunks is None:
+                out = net(td_in)
+                return get_entry(out, key, owner=type(self).__name__, key_name="value")
+            dim = self.value_chunk_dim if self.value_chunk_dim < td_in.ndim else 0
+            size = self.value_chunk_size or -(-td_in.shape[dim] // self.num_chunks)
+            outs = [
+                get_entry(net(chunk), key, owner=type(self).__name__, key_name="value")
+                for chunk in td_in.split(size, dim)
+            ]
+        return torch.cat(outs, dim)
 
     def _next_value(
         self,
@@ -186,9 +229,22 @@ class ValueEstimatorBase(nn.Module):
         target_params: TensorDictBase | None,
         params: TensorDictBase | None,
     ) -> torch.Tensor:
-        if self.value_network is None:
+        if self.value_network is None or self._use_existing(td, "next"):
             return self._get(td, "value", under_next=True)
         return self._call(td.get("next"), target_params if target_params is not None else params)
+
+    def _use_existing(self, td: TensorDictBase, *where: str) -> bool:
+        """``skip_existing``: the values at ``where`` (the root, ``"next"``) are in ``td``."""
+        skip = self.skip_existing
+        if skip is None:
+            skip = bool(skip_existing())
+        if not skip:
+            return False
+        return all(
+            td.get(_next(self.tensor_keys.value) if w == "next" else self.tensor_keys.value, None)
+            is not None
+            for w in where
+        )
 
     def _values(
         self,
@@ -199,7 +255,7 @@ class ValueEstimatorBase(nn.Module):
         time_dim: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(V(s), V(s'))`` from the data or from the critic, in one call when possible."""
-        if self.value_network is None:
+        if self.value_network is None or self._use_existing(td, "root", "next"):
             return self._get(td, "value"), self._get(td, "value", under_next=True)
         if target_params is not None:
             return self._call(td, params), self._call(td.get("next"), target_params)

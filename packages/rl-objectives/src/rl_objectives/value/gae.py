@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import TensorDictBase
 from torch import nn
@@ -26,6 +28,11 @@ class GAE(ValueEstimatorBase):
         shifted: one critic call on the observations plus the few next observations
             that are not the following root observation (done and last steps).
         time_dim: time dimension of the TensorDict (its last batch dim by default).
+        vectorized: TorchRL's choice between its vectorised and looped GAE; one implementation
+            (a scan) runs here, so the values are the same either way.
+        **options: the critic-call options of
+            :class:`~rl_objectives.value.common.ValueEstimatorBase` (``skip_existing``,
+            ``value_chunk_size``, ``num_chunks``, ``value_chunk_dim``, ``deactivate_vmap``).
         debug: raise on non-finite rewards or values.
 
     Examples:
@@ -51,10 +58,12 @@ class GAE(ValueEstimatorBase):
         lmbda: float | torch.Tensor,
         value_network: nn.Module | None = None,
         average_gae: bool = False,
+        vectorized: bool = True,
         differentiable: bool = False,
         shifted: bool = False,
         time_dim: int | None = None,
         debug: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__(
             gamma=gamma,
@@ -63,9 +72,11 @@ class GAE(ValueEstimatorBase):
             shifted=shifted,
             time_dim=time_dim,
             debug=debug,
+            **options,
         )
         self.lmbda = lmbda
         self.average_gae = average_gae
+        self.vectorized = vectorized
 
     def _estimate(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import TensorDictBase
 from torch import nn
@@ -29,6 +31,7 @@ class _TDBase(ValueEstimatorBase):
         shifted: bool = False,
         time_dim: int | None = None,
         debug: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__(
             gamma=gamma,
@@ -37,6 +40,7 @@ class _TDBase(ValueEstimatorBase):
             shifted=shifted,
             time_dim=time_dim,
             debug=debug,
+            **options,
         )
         self.average_rewards = average_rewards
 
@@ -84,6 +88,9 @@ class TD0Estimator(_TDBase):
         differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call (see :class:`~rl_objectives.value.GAE`).
         time_dim: time dimension of the TensorDict.
+        **options: the critic-call options of
+            :class:`~rl_objectives.value.common.ValueEstimatorBase` (``skip_existing``,
+            ``value_chunk_size``, ``num_chunks``, ``value_chunk_dim``, ``deactivate_vmap``).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -142,6 +149,9 @@ class TDLambdaEstimator(_TDBase):
         differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call (see :class:`~rl_objectives.value.GAE`).
         time_dim: time dimension of the TensorDict.
+        **options: the critic-call options of
+            :class:`~rl_objectives.value.common.ValueEstimatorBase` (``skip_existing``,
+            ``value_chunk_size``, ``num_chunks``, ``value_chunk_dim``, ``deactivate_vmap``).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -168,6 +178,7 @@ class TDLambdaEstimator(_TDBase):
         shifted: bool = False,
         time_dim: int | None = None,
         debug: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__(
             gamma=gamma,
@@ -177,6 +188,7 @@ class TDLambdaEstimator(_TDBase):
             shifted=shifted,
             time_dim=time_dim,
             debug=debug,
+            **options,
         )
         self.lmbda = lmbda
 

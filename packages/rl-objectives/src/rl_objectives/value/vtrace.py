@@ -32,6 +32,9 @@ class VTrace(ValueEstimatorBase):
         differentiable: keep the graph through the inputs (never into the networks' parameters).
         shifted: one critic call (see :class:`~rl_objectives.value.GAE`).
         time_dim: time dimension of the TensorDict.
+        **options: the critic-call options of
+            :class:`~rl_objectives.value.common.ValueEstimatorBase` (``skip_existing``,
+            ``value_chunk_size``, ``num_chunks``, ``value_chunk_dim``, ``deactivate_vmap``).
         debug: raise on non-finite inputs.
 
     Examples:
@@ -67,6 +70,7 @@ class VTrace(ValueEstimatorBase):
         shifted: bool = False,
         time_dim: int | None = None,
         debug: bool = False,
+        **options: Any,
     ) -> None:
         super().__init__(
             gamma=gamma,
@@ -75,6 +79,7 @@ class VTrace(ValueEstimatorBase):
             shifted=shifted,
             time_dim=time_dim,
             debug=debug,
+            **options,
         )
         if not hasattr(actor_network, "get_dist"):
             raise TypeError(
