@@ -275,7 +275,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "episodes": len(returns),
             "mean_return": float(np.mean(returns)) if returns else float("nan"),
         }
-    seed = cfg.seed + 20_000
+    # the offline recipes evaluate on these very episodes (seed + 10_000): a perfect clone of
+    # the expert scores 100 exactly
+    seed = cfg.seed + 10_000
     references = {
         "env": cfg.env,
         "random_return": evaluate(eval_env, None, cfg.eval_episodes, seed=seed),
