@@ -168,3 +168,14 @@ def test_max_value_writer_median_and_clear_error_on_plain_tensors():
     plain = ReplayBuffer(storage=LazyTensorStorage(2), writer=TensorDictMaxValueWriter())
     with pytest.raises(RuntimeError, match="expects data to be a tensor collection"):
         plain.extend(torch.zeros(2))
+
+
+def test_max_value_writer_on_a_list_storage_takes_single_tensordicts():
+    rb = TensorDictReplayBuffer(
+        storage=ListStorage(2), writer=TensorDictMaxValueWriter(rank_key="r")
+    )
+    assert rb.writer._cursor == 0
+    for r in (1.0, 7.0, 3.0):
+        rb.add(TensorDict(r=torch.tensor(r), batch_size=[]))
+        assert rb.writer._cursor == len(rb) % 2
+    assert sorted(float(item["r"]) for item in rb.storage.get(torch.arange(2))) == [3.0, 7.0]

@@ -289,7 +289,9 @@ class ReplayBuffer(InPlaceWrites, Checkpointing):
     def add(self, data: Any) -> torch.Tensor | int:
         """Writes one item; returns its index."""
         if isinstance(self._storage, ListStorage):
-            index = self.extend([data])
+            # a TensorDict item goes as a batch of one, so that writers that read its
+            # entries (TensorDictMaxValueWriter) see a TensorDict, not a list
+            index = self.extend(data.unsqueeze(0) if is_tensor_collection(data) else [data])
             return int(index[0])
         index = self.extend(_unsqueeze(data, self._storage.ndim - 1))
         return int(index[0]) if self._storage.ndim == 1 else index

@@ -137,6 +137,12 @@ class TensorDictMaxValueWriter:
         self._ranks: torch.Tensor | None = None
         self._write_count = 0
 
+    @property
+    def _cursor(self) -> int:
+        """TorchRL's cursor for this writer: where the next item goes while the storage fills
+        (the stored count modulo the capacity; a full storage replaces its lowest item)."""
+        return len(self._storage) % self._storage.max_size if self._storage is not None else 0
+
     def register_storage(self, storage: Storage) -> None:
         if storage.ndim != 1:
             raise ValueError("TensorDictMaxValueWriter needs a 1-d storage (ndim=1).")
