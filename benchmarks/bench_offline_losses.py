@@ -10,12 +10,17 @@ Each row is one forward + backward (the sum of the ``loss_*`` entries) at batch 
   CrossQLoss (batch-norm critics), GAILLoss (with gradient penalty), DiscreteIQLLoss and
   DiscreteCQLLoss (4 actions);
 * REDQLoss with 10 critics: ours (stacked parameters, one ``vmap``) against a plain-torch
-  Python loop over the 10 critics, and against TorchRL's class.
+  Python loop over the 10 critics, and against TorchRL's class;
+* sequence models at batch 256: DTLoss and OnlineDTLoss on windows of 20 steps with the
+  paper's Gym transformer (128 wide, 3 layers, 1 head), ACTLoss on chunks of 10 with a
+  128-wide ACTModel (2 encoder, 3 decoder layers). The plain row calls the same network
+  directly; the TorchRL row is what a TorchRL user runs: its loss on its own model
+  (``transformers``' GPT-2 for the DTs, its ``ACTModel``) of the same size.
 
 The plain-torch versions are the same maths written directly on the ``nn.Module`` s and
 tensors (target networks as module copies): the raw limit. Single-threaded
-(``torch.set_num_threads(1)``) and interleaved round robin, so load spikes on the shared
-machine hit every contender alike; each figure is a median.
+(``torch.set_num_threads(1)``), timed in thread CPU time and interleaved round robin, so load
+on the shared machine hits every contender alike; each figure is a median.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def scale_of(x: torch.Tensor) -> torch.Tensor:
 
 
 def compare(fns: list[Callable[[], object] | None], reps: int, warmup: int = 2) -> list[float]:
-    """Median ms per call of each function (``None`` skipped), calls interleaved round robin."""
+    """Median CPU ms per call of each function (``None`` skipped), interleaved round robin."""
     live = [f for f in fns if f is not None]
     for fn in live:
         for _ in range(warmup):
@@ -65,9 +70,9 @@ def compare(fns: list[Callable[[], object] | None], reps: int, warmup: int = 2) 
     samples: list[list[float]] = [[] for _ in live]
     for _ in range(REPEATS * reps):
         for fn, s in zip(live, samples, strict=True):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             fn()
-            s.append(time.perf_counter() - t0)
+            s.append(time.thread_time() - t0)
     it = iter(statistics.median(s) * 1e3 for s in samples)
     return [next(it) if f is not None else float("nan") for f in fns]
 
@@ -533,12 +538,112 @@ def bench_discrete(reps):
     row("DiscreteCQLLoss", *t)
 
 
+# -- sequence models: Decision Transformer, Online DT, ACT ------------------------------
+
+CTX, CHUNK = 20, 10
+DT_CFG = {"n_embd": 128, "n_layer": 3, "n_head": 1, "n_inner": 512, "activation": "relu",
+          "n_positions": 3 * CTX, "resid_pdrop": 0.1, "attn_pdrop": 0.1}  # fmt: skip
+ACT_CFG = {"obs_dim": OBS, "action_dim": ACT, "chunk_size": CHUNK, "hidden_dim": 128, "nheads": 8,
+           "num_encoder_layers": 2, "num_decoder_layers": 3, "latent_dim": 32}  # fmt: skip
+DT_KEYS = ["observation", "action", "return_to_go"]
+
+
+def windows(n: int = BATCH) -> TensorDict:
+    g = torch.Generator().manual_seed(2)
+    return TensorDict(
+        observation=torch.randn(n, CTX, OBS, generator=g),
+        action=torch.rand(n, CTX, ACT, generator=g) * 1.8 - 0.9,
+        return_to_go=torch.randn(n, CTX, 1, generator=g),
+        batch_size=[n],
+    )
+
+
+def chunks(n: int = BATCH) -> TensorDict:
+    g = torch.Generator().manual_seed(3)
+    return TensorDict({"observation": torch.randn(n, OBS, generator=g),
+                       ("vla_action", "chunk"): torch.rand(n, CHUNK, ACT, generator=g) * 2 - 1},
+                      batch_size=[n])  # fmt: skip
+
+
+def odt_actor(net: nn.Module) -> ProbabilisticTensorDictSequential:
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(net, DT_KEYS, ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=TanhNormal),
+    )
+
+
+def plain_odt(net, log_alpha, td):
+    act = td["action"]
+    loc, scale = net(td["observation"], act, td["return_to_go"])
+    dist = TanhNormal(loc, scale)
+    ll = dist.log_prob(act)
+    sample = dist.rsample()
+    entropy = -dist.log_prob(sample)
+    alpha = log_alpha.detach().exp()
+    return {"loss_log_likelihood": -ll.mean(), "loss_entropy": -(alpha * entropy).mean(),
+            "loss_alpha": (log_alpha.exp() * (entropy.detach() + ACT)).mean()}  # fmt: skip
+
+
+def plain_act(model, td, kl_weight=10.0):
+    chunk = td["vla_action", "chunk"]
+    pred, mu, log_var = model(td["observation"], chunk)
+    recon = (pred - chunk).abs().mean()
+    kl = (0.5 * (mu**2 + log_var.exp() - 1 - log_var).sum(-1)).mean()
+    return {"loss_act": recon + kl_weight * kl}
+
+
+def bench_sequence() -> None:
+    import rl_modules
+
+    print(f"sequence models, batch {BATCH}: DT/ODT windows of {CTX} steps (128 wide, 3 layers), "
+          f"ACT chunks of {CHUNK} (128 wide, 2+3 layers)")  # fmt: skip
+    td = windows()
+    net = rl_modules.DTActor(OBS, ACT, DT_CFG)
+    loss = ours.DTLoss(TensorDictModule(net, DT_KEYS, ["action"]))
+    params = list(loss.parameters())
+    plain = step(lambda: {"loss": F.mse_loss(net(td["observation"], td["action"],
+                                                 td["return_to_go"]), td["action"])}, params)  # fmt: skip
+    tl = None
+    if trl is not None:
+        from torchrl.modules import DTActor as TrlDTActor
+
+        tl = trl.DTLoss(TensorDictModule(TrlDTActor(OBS, ACT, DT_CFG), DT_KEYS, ["action"]))
+    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], 1)
+    row("DTLoss (MSE)", *t)
+
+    net = rl_modules.OnlineDTActor(OBS, ACT, DT_CFG)
+    loss = ours.OnlineDTLoss(odt_actor(net), target_entropy=-float(ACT))
+    params = list(loss.parameters())
+    plain = step(lambda: plain_odt(net, loss.log_alpha, td), params)
+    tl = None
+    if trl is not None:
+        from torchrl.modules import OnlineDTActor as TrlODTActor
+
+        tl = trl.OnlineDTLoss(odt_actor(TrlODTActor(OBS, ACT, DT_CFG)), target_entropy=-float(ACT))
+    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], 1)
+    row("OnlineDTLoss (TanhNormal)", *t)
+
+    td = chunks()
+    model = rl_modules.ACTModel(**ACT_CFG)
+    keys_in, keys_out = ["observation", "action_chunk"], ["action_pred", "mu", "log_var"]
+    loss = ours.ACTLoss(TensorDictModule(model, keys_in, keys_out))
+    params = list(loss.parameters())
+    plain = step(lambda: plain_act(model, td), params)
+    tl = None
+    if trl is not None:
+        from torchrl.modules.models import ACTModel as TrlACTModel
+
+        tl = trl.ACTLoss(TensorDictModule(TrlACTModel(**ACT_CFG), keys_in, keys_out))
+    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], 1)
+    row("ACTLoss (L1 + KL)", *t)
+
+
 def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     if trl is None:
         print("torchrl is not installed: the TorchRL column is skipped (n/a).")
-    print(f"batch {BATCH}, MLPs {HID}x2, obs {OBS}, act {ACT}; forward + backward, median ms")
+    print(f"batch {BATCH}, MLPs {HID}x2, obs {OBS}, act {ACT}; forward + backward, median CPU ms")
     td = data()
     bench_iql(td, 6)
     bench_cql(td, 3)
@@ -548,6 +653,7 @@ def main() -> None:
     bench_redq(td, 4)
     bench_gail(td, 6)
     bench_discrete(10)
+    bench_sequence()
 
 
 if __name__ == "__main__":
