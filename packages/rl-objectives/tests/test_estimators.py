@@ -295,3 +295,40 @@ def test_skip_existing_uses_the_values_in_the_data(skip):
     out = TD1Estimator(gamma=0.9, value_network=critic, skip_existing=skip)(td)
     from_data = bool(skip)
     assert (out["state_value"] == 1).all() == from_data
+
+
+def test_vtrace_scores_a_composite_policy_on_the_whole_tensordict():
+    from tensordict.nn import (
+        CompositeDistribution,
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictModule,
+    )
+
+    body = TensorDictModule(torch.nn.Linear(3, 4), ["observation"], [("params", "head", "logits")])
+    actor = ProbabilisticTensorDictSequential(
+        body,
+        ProbabilisticTensorDictModule(
+            ["params"],
+            ["action"],
+            distribution_class=CompositeDistribution,
+            distribution_kwargs={
+                "distribution_map": {"head": torch.distributions.Categorical},
+                "name_map": {"head": ("action", "head")},
+            },
+        ),
+    )
+    td = rollout()
+    td["action"] = TensorDict(head=td["action"], batch_size=td.shape)
+    td["action", "head_log_prob"] = td.pop("action_log_prob")
+    est = VTrace(gamma=0.9, actor_network=actor, value_network=make_value())
+    est.set_keys(sample_log_prob=[("action", "head_log_prob")])
+    out = est(td.clone())
+    # the same as a plain categorical actor with the same weights
+    plain = make_categorical_actor()
+    flat = td.clone()
+    flat["action"], flat["action_log_prob"] = td["action", "head"], td["action", "head_log_prob"]
+    lin = body.module
+    plain[0].module = torch.nn.Sequential(lin)
+    ref = VTrace(gamma=0.9, actor_network=plain, value_network=est.value_network)(flat)
+    torch.testing.assert_close(out["advantage"], ref["advantage"])

@@ -209,3 +209,18 @@ def test_a2c_and_reinforce_match_plain_torch():
     out = ReinforceLoss(actor, critic)(td)
     torch.testing.assert_close(out["loss_actor"], -(lp * adv).mean())
     torch.testing.assert_close(out["loss_value"], Fn.smooth_l1_loss(td["value_target"], v))
+
+
+def test_a2c_refuses_a_stored_action_that_requires_grad_and_reset_is_a_hook():
+    from objectives_testlib import make_normal_actor, transitions
+
+    td = transitions(8)
+    td["advantage"] = torch.randn(8, 1)
+    td["value_target"] = torch.randn(8, 1)
+    loss = A2CLoss(make_normal_actor(), make_value())
+    log_prob, dist = loss._log_probs(td)
+    torch.testing.assert_close(log_prob, dist.log_prob(td["action"]))
+    td["action"].requires_grad_()
+    with pytest.raises(RuntimeError, match="stored action requires grad"):
+        loss(td)
+    loss.reset()  # TorchRL's hook: nothing to reset in A2C

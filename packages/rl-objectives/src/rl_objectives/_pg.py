@@ -11,6 +11,7 @@ from tensordict.utils import NestedKey
 from torch import distributions as D
 from torch import nn
 
+from rl_objectives._alpha import sum_to_batch
 from rl_objectives._nets import in_keys_of
 from rl_objectives.functional import clipped_value_loss, entropy_loss, standardize
 
@@ -27,21 +28,11 @@ __all__ = [
 ]
 
 
-def _to_batch(x: torch.Tensor, batch_ndim: int) -> torch.Tensor:
-    if x.ndim > batch_ndim:
-        return x.sum(tuple(range(batch_ndim, x.ndim)))
-    return x
-
-
 def sum_leaves(td: TensorDictBase, batch_ndim: int) -> torch.Tensor:
     """Sum every leaf of ``td``, each first summed down to ``batch_ndim`` dims."""
-    total = None
-    for value in td.values(include_nested=True, leaves_only=True):
-        value = _to_batch(value, batch_ndim)
-        total = value if total is None else total + value
-    if total is None:
+    if td.is_empty():
         raise ValueError("got an empty TensorDict of log-probabilities or entropies.")
-    return total
+    return sum_to_batch(td, batch_ndim)
 
 
 def log_prob_of(
@@ -52,9 +43,9 @@ def log_prob_of(
         lp = dist.log_prob(td)
         if is_tensor_collection(lp):
             return sum_leaves(lp, batch_ndim), lp
-        return _to_batch(lp, batch_ndim), None
+        return sum_to_batch(lp, batch_ndim), None
     action = td.get(action_key)
-    return _to_batch(dist.log_prob(action), batch_ndim), None
+    return sum_to_batch(dist.log_prob(action), batch_ndim), None
 
 
 def action_log_prob(
@@ -88,7 +79,7 @@ def prev_log_prob(
         )
     if value.requires_grad:
         raise RuntimeError(f"{owner}: the stored {key!r} requires grad; store it detached.")
-    return _to_batch(value, batch_ndim)
+    return sum_to_batch(value, batch_ndim)
 
 
 def _analytic_entropy(dist: D.Distribution) -> bool:
@@ -110,12 +101,12 @@ def entropy_of(
         sample = dist.rsample((samples_mc,)) if dist.has_rsample else dist.sample((samples_mc,))
         lp = dist.log_prob(sample)
         if is_tensor_collection(lp):
-            return (-lp).apply(lambda x: _to_batch(x.mean(0), batch_ndim), batch_size=[])
-        return -_to_batch(lp.mean(0), batch_ndim)
+            return (-lp).apply(lambda x: sum_to_batch(x.mean(0), batch_ndim), batch_size=[])
+        return -sum_to_batch(lp.mean(0), batch_ndim)
     if _analytic_entropy(dist):
-        return _to_batch(dist.entropy(), batch_ndim)
+        return sum_to_batch(dist.entropy(), batch_ndim)
     sample = dist.rsample((samples_mc,)) if dist.has_rsample else dist.sample((samples_mc,))
-    return -_to_batch(dist.log_prob(sample).mean(0), batch_ndim)
+    return -sum_to_batch(dist.log_prob(sample).mean(0), batch_ndim)
 
 
 def weighted_entropy_loss(
@@ -136,7 +127,7 @@ def weighted_entropy_loss(
             raise KeyError(
                 f"entropy_coeff has no entry for the head {key!r}; given: {list(coeff)}."
             )
-        term = entropy_loss(_to_batch(value, batch_ndim), coeff[key])
+        term = entropy_loss(sum_to_batch(value, batch_ndim), coeff[key])
         total = term if total is None else total + term
     return total
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_tensor_collection
 from tensordict.utils import NestedKey
+from torch import distributions as D
 from torch import nn
 
 from rl_objectives._nets import call
@@ -148,6 +149,25 @@ class A2CLoss(LossModule):
     def _value_estimator_keys(self) -> dict[str, NestedKey]:
         return estimator_keys(self.tensor_keys, PG_ESTIMATOR_KEYS)
 
+    def _log_probs(self, td: TensorDictBase) -> tuple[torch.Tensor, D.Distribution]:
+        """The log-probability of the stored action (``[*B]``) and the policy (TorchRL's method).
+
+        Raises:
+            RuntimeError: the stored action requires grad (the policy gradient would flow into
+                whatever produced it; detach it when collecting).
+        """
+        action = td.get(self.tensor_keys.action, None)
+        if action is not None and any(
+            t.requires_grad
+            for t in (action.values(True, True) if is_tensor_collection(action) else (action,))
+        ):
+            raise RuntimeError(
+                "A2CLoss: the tensordict stored action requires grad. Detach it when collecting "
+                "(the loss differentiates the policy's log-probability, not the action)."
+            )
+        dist, log_prob = action_log_prob(self.actor_network, td, self.tensor_keys.action)
+        return log_prob, dist
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Compute the losses (``loss_objective``, ``loss_entropy``, ``loss_critic``) and ``entropy``."""
         td = tensordict.copy()
@@ -157,7 +177,7 @@ class A2CLoss(LossModule):
             self.value_estimator(td)
         advantage = self._get(td, "advantage")
         advantage = advantage.reshape(advantage.shape[: td.ndim])
-        dist, log_prob = action_log_prob(self.actor_network, td, self.tensor_keys.action)
+        log_prob, dist = self._log_probs(td)
         out: dict[str, Any] = {
             "loss_objective": self._reduce(policy_gradient_loss(log_prob, advantage))
         }

@@ -209,6 +209,10 @@ class LossModule(nn.Module):
         self._selected_out_keys = None
         return self
 
+    def reset(self) -> None:
+        """Reset the loss's own running state (TorchRL's hook; e.g. KL-PPO's ``beta``). Stateless
+        losses have none: nothing to do."""
+
     # -- keys -----------------------------------------------------------------------
 
     @property

@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from rl_objectives._pg import log_prob_of, prev_log_prob, sum_leaves
 from rl_objectives.value.common import ValueEstimatorBase, held_out, standardize_all
 from rl_objectives.value.functional import vtrace_advantage_estimate
 from rl_objectives.value.registry import ValueEstimators, register_value_estimator
@@ -114,14 +115,16 @@ class VTrace(ValueEstimatorBase):
         terminated: torch.Tensor,
         time_dim: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        log_mu = self._get(td, "sample_log_prob")
-        action = self._get(td, "action")
         with held_out(self.actor_network):
-            log_pi = self.actor_network.get_dist(td).log_prob(action)
-        if log_pi.shape != reward.shape:
-            log_pi = log_pi.reshape(reward.shape)
-        if log_mu.shape != reward.shape:
-            log_mu = log_mu.reshape(reward.shape)
+            dist = self.actor_network.get_dist(td)
+            # a composite distribution scores the whole TensorDict (its heads' actions)
+            log_pi, heads = log_prob_of(dist, td, self.tensor_keys.action, td.ndim)
+        key = self.tensor_keys.sample_log_prob
+        if isinstance(key, list):  # TorchRL's per-head keys of a composite policy
+            log_mu = sum(sum_leaves(td.select(k), td.ndim) for k in key)
+        else:
+            log_mu = prev_log_prob(td, key, heads, td.ndim, type(self).__name__)
+        log_pi, log_mu = log_pi.reshape(reward.shape), log_mu.reshape(reward.shape)
         advantage, target = vtrace_advantage_estimate(
             self.gamma,
             log_pi,
