@@ -134,6 +134,8 @@ def test_action_discretizer_sampling_strategy_enum():
 
 def test_action_discretizer_renamed_key_keeps_the_env_action_in_the_rollout():
     env = PendulumEnv().append_transform(ActionDiscretizer(5, out_action_key="action_disc"))
+    assert env.action_keys == ["action_disc"] and env.state_keys == ["action"]
+    check_env_specs(env)  # the env action is a state entry, at the root only
     r = env.rollout(4)
     assert r["action_disc"].dtype == torch.int64 and r["action"].dtype == torch.float32
     # bin i of [-2, 2] in 5 bins lands on its middle: -2 + 4 * (i + 0.5) / 5
@@ -141,3 +143,31 @@ def test_action_discretizer_renamed_key_keeps_the_env_action_in_the_rollout():
     torch.testing.assert_close(r["action"], expected)
     same_key = PendulumEnv().append_transform(ActionDiscretizer(5)).rollout(3)
     assert same_key["action"].dtype == torch.int64  # the policy's action is not overwritten
+
+
+class ScalarActionEnv(EnvBase):
+    """A scalar action of shape [*B] in [-1, 1]; the observation echoes it."""
+
+    def __init__(self):
+        super().__init__(batch_size=(2,))
+        self.action_spec = Bounded(-1.0, 1.0, shape=(2,))
+        self.observation_spec = Composite(obs=Unbounded(shape=(2,)), shape=(2,))
+
+    def _reset(self, td):
+        return TensorDict(obs=torch.zeros(2), batch_size=(2,))
+
+    def _step(self, td):
+        return TensorDict(obs=td["action"].clone(), reward=torch.zeros(2, 1), batch_size=(2,))
+
+    def _set_seed(self, seed):
+        pass
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_action_discretizer_scalar_action(categorical):
+    env = ScalarActionEnv().append_transform(ActionDiscretizer(4, categorical=categorical))
+    check_env_specs(env)
+    assert env.action_spec.shape == ((2,) if categorical else (2, 4))
+    r = env.rollout(3)
+    idx = r["action"] if categorical else r["action"].long().argmax(-1)
+    torch.testing.assert_close(r["next", "obs"], -1.0 + 2.0 * (idx.float() + 0.5) / 4.0)

@@ -96,6 +96,8 @@ class ActionDiscretizer(Transform):
             idx = x.long()
         else:
             idx = torch.stack([c.long().argmax(-1) for c in x.split(nvec.tolist(), dim=-1)], -1)
+            if self.low.ndim == 0:  # a scalar action
+                idx = idx.squeeze(-1)
         if self.sampling == self.SamplingStrategy.RANDOM:
             offset = torch.rand(idx.shape, device=x.device)
         else:
@@ -114,10 +116,13 @@ class ActionDiscretizer(Transform):
             )
         batch = tuple(specs.action.shape)
         feature = tuple(action.shape[len(batch) :])
-        if len(feature) != 1:
+        if len(feature) > 1:
             raise ValueError(
-                f"ActionDiscretizer supports [*B, d] actions, got feature shape {feature}."
+                f"ActionDiscretizer supports [*B, d] and scalar [*B] actions, got feature "
+                f"shape {feature}."
             )
+        if not feature:  # a scalar action: one dim
+            feature = (1,)
         index = (0,) * len(batch)
         self.low = action.space.low.expand(action.shape)[index].clone()
         self.high = action.space.high.expand(action.shape)[index].clone()
@@ -132,6 +137,8 @@ class ActionDiscretizer(Transform):
         else:
             new = MultiOneHot(nvec.tolist(), shape=(*batch, int(nvec.sum())), device=action.device)
         if self.out_action_key != self.action_key:
+            # the env's action, written next to the policy's: a state entry (TorchRL's layout)
+            specs.state[self.action_key] = action
             del specs.action[self.action_key]
         specs.action[self.out_action_key] = new
         return specs
