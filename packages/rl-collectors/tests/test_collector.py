@@ -477,3 +477,7 @@ def test_pause_holds_the_background_collection_between_batches() -> None:
         time.sleep(0.01)
     collector.async_shutdown(timeout=30)
     assert len(buffer.items) > count, "collection resumes after the pause"
+
+
+def test_the_time_dim_is_named_as_in_torchrl() -> None:
+    assert Collector(ToyEnv((2,)), None, frames_per_batch=4).next().names == [None, "time"]

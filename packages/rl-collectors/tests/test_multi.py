@@ -370,3 +370,16 @@ def test_multi_collector_picks_the_mode_from_sync() -> None:
             collector.fake_tensordict()
     with pytest.raises(ValueError, match="does not match"):
         MultiSyncCollector([TOY_2], None, frames_per_batch=4, sync=False)
+
+
+def test_async_collector_runs_one_env_in_one_worker() -> None:
+    from rl_collectors import AsyncCollector
+
+    with AsyncCollector(
+        make_toy_env, None, create_env_kwargs={"batch_size": (2,)}, frames_per_batch=4,
+        total_frames=8,
+    ) as collector:  # fmt: skip
+        assert collector.num_workers == 1 and isinstance(collector, MultiAsyncCollector)
+        batches = list(collector)
+    assert [b.shape for b in batches] == [(2, 2), (2, 2)]
+    assert batches[0].names == [None, "time"]

@@ -6,6 +6,7 @@ from rl_collectors._batching import BatchTimings
 from rl_collectors._multi_base import MultiCollector, WorkerError
 from rl_collectors.collector import Collector, SyncDataCollector
 from rl_collectors.multi_async import (
+    AsyncCollector,
     MultiAsyncCollector,
     MultiAsyncDataCollector,
     MultiaSyncDataCollector,
@@ -23,6 +24,7 @@ from rl_collectors.weight_sync import (
 __version__ = _version("rl-collectors")
 
 __all__ = [
+    "AsyncCollector",
     "BatchTimings",
     "Collector",
     "MultiAsyncCollector",

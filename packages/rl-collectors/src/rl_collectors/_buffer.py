@@ -65,7 +65,9 @@ class StepBuffer:
             )
         for key, (dtype, trailing) in extra.items():
             leaves[key] = torch.zeros((*batch, steps, *trailing), dtype=dtype, device=device)
-        self.data = TensorDict(leaves, batch_size=[*batch, steps], device=device)
+        # The last dim is named "time", as in TorchRL's batches.
+        names = [None] * len(batch) + ["time"]
+        self.data = TensorDict(leaves, batch_size=[*batch, steps], device=device, names=names)
         if shared:
             self.data.share_memory_()
         tensors = [self.data.get(key) for key in (*self.keys, *stepwise)]

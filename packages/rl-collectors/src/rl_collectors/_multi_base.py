@@ -291,6 +291,7 @@ class MultiCollector(BackgroundCollection):
         self.replay_buffer = replay_buffer
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
+        self._use_buffers = True  # batches are always written into preallocated buffers
         self.progress_bar = progress_bar
         self.track_traj_ids = track_traj_ids
         self.policy = policy

@@ -239,6 +239,7 @@ class Collector(BackgroundCollection):
         self.replay_buffer = replay_buffer
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
+        self._use_buffers = True  # batches are always written into preallocated buffers
         self.track_policy_version = track_policy_version
         self.track_traj_ids = track_traj_ids
         self.worker_idx = worker_idx

@@ -112,3 +112,32 @@ class MultiAsyncCollector(MultiCollector):
 
 MultiaSyncDataCollector = MultiAsyncCollector
 MultiAsyncDataCollector = MultiAsyncCollector
+
+
+class AsyncCollector(MultiAsyncCollector):
+    """One env collected in one worker process while the trainer works (TorchRL's name).
+
+    A :class:`MultiAsyncCollector` with a single worker: ``create_env_fn`` is one env or
+    constructor and ``create_env_kwargs`` one dict; the other arguments are the same.
+
+    Examples:
+        >>> collector = AsyncCollector(make_env, policy, frames_per_batch=100,
+        ...                            total_frames=1000)  # doctest: +SKIP
+        >>> for batch in collector:  # doctest: +SKIP
+        ...     train(batch)
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Any,
+        policy: Any = None,
+        *,
+        create_env_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            [create_env_fn],
+            policy,
+            create_env_kwargs=None if create_env_kwargs is None else [create_env_kwargs],
+            **kwargs,
+        )
