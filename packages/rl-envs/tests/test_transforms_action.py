@@ -164,10 +164,19 @@ class ScalarActionEnv(EnvBase):
 
 
 @pytest.mark.parametrize("categorical", [True, False])
-def test_action_discretizer_scalar_action(categorical):
-    env = ScalarActionEnv().append_transform(ActionDiscretizer(4, categorical=categorical))
+@pytest.mark.parametrize("num_intervals", [4, torch.tensor([4])])
+def test_action_discretizer_scalar_action(categorical, num_intervals):
+    t = ActionDiscretizer(num_intervals, categorical=categorical)
+    env = ScalarActionEnv().append_transform(t)
     check_env_specs(env)
     assert env.action_spec.shape == ((2,) if categorical else (2, 4))
     r = env.rollout(3)
     idx = r["action"] if categorical else r["action"].long().argmax(-1)
     torch.testing.assert_close(r["next", "obs"], -1.0 + 2.0 * (idx.float() + 0.5) / 4.0)
+
+
+def test_action_discretizer_unbatched_scalar_action_stays_scalar():
+    t = ActionDiscretizer(torch.tensor([4]))
+    t.set_bounds(torch.tensor(-1.0), torch.tensor(1.0))
+    out = t.inv(TensorDict(action=torch.tensor(1)))["action"]
+    assert out.shape == () and out.item() == -1.0 + 2.0 * 1.5 / 4.0

@@ -103,7 +103,10 @@ class ActionDiscretizer(Transform):
         else:
             offset = _OFFSETS[self.sampling.name.lower()]
         low, high = self.low.to(x.device), self.high.to(x.device)
-        return low + (high - low) * (idx.to(low.dtype) + offset) / nvec.to(low.dtype)
+        n = nvec.to(low.dtype)
+        if low.ndim == 0:  # a scalar action: one bin count, no feature dim
+            n = n[0]
+        return low + (high - low) * (idx.to(low.dtype) + offset) / n
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         from rl_envs.specs import Bounded, Categorical, MultiCategorical, MultiOneHot, OneHot
