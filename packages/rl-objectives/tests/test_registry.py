@@ -11,6 +11,7 @@ from rl_objectives import A2CLoss, ClipPPOLoss, DQNLoss, KLPENPPOLoss
 from rl_objectives.value import (
     GAE,
     TD0Estimator,
+    TD1Estimator,
     TDLambdaEstimator,
     ValueEstimators,
     build_value_estimator,
@@ -107,3 +108,15 @@ def test_the_registry_is_read_only():
     register_value_estimator("test_registry_my_gae")(MyGAE)  # the same class again: no-op
     with pytest.raises(ValueError, match="already registered to MyGAE"):
         register_value_estimator("test_registry_my_gae")(GAE)
+
+
+def test_make_value_estimator_takes_an_estimator_class_and_keeps_value_type():
+    loss = A2CLoss(make_categorical_actor(), make_value(), gamma=0.7)
+    assert loss.value_type is ValueEstimators.GAE  # the default, before any estimator is built
+    assert loss.make_value_estimator(TD1Estimator) is loss
+    assert isinstance(loss.value_estimator, TD1Estimator) and loss.value_type is TD1Estimator
+    assert loss.value_estimator.gamma == 0.7 and loss.value_estimator.value_network is not None
+    loss.make_value_estimator(GAE, gamma=0.5, lmbda=0.9, value_network=None)
+    assert loss.value_estimator.gamma == 0.5 and loss.value_estimator.value_network is None
+    loss.make_value_estimator("td0")
+    assert loss.value_type is ValueEstimators.TD0

@@ -148,6 +148,9 @@ class LossModule(nn.Module):
             value_estimator = self._check_value_type(value_estimator)
         # built on first use, once the subclass has set gamma and its networks
         self.__dict__["_value_estimator_choice"] = value_estimator
+        # TorchRL's attribute: the chosen estimator type (the instance's class for an instance)
+        choice = self.default_value_estimator if value_estimator is None else value_estimator
+        self.value_type = type(choice) if isinstance(choice, nn.Module) else choice
         self._value_estimator_hyperparams: dict[str, Any] = {}
         self._selected_out_keys: list[str] | None = None
         self.functional = True
@@ -467,8 +470,10 @@ class LossModule(nn.Module):
 
         Args:
             value_type: a :class:`~rl_objectives.value.ValueEstimators` member, its name
-                (``"gae"``), any key registered with ``register_value_estimator``, or a ready
-                estimator module (used as is). ``None``: ``default_value_estimator``.
+                (``"gae"``), any key registered with ``register_value_estimator``, a ready
+                estimator module (used as is) or an estimator class (built with
+                ``hyperparams`` and this loss's critic). ``None``: ``default_value_estimator``.
+                The choice is kept as ``value_type``.
             **hyperparams: estimator arguments (``gamma``, ``lmbda``, ...); the loss's
                 ``gamma`` is used when given to the loss and not here.
 
@@ -477,13 +482,21 @@ class LossModule(nn.Module):
         """
         if isinstance(value_type, nn.Module):
             self._set_value_estimator(value_type)
+            self.value_type = type(value_type)
+            return self
+        gamma = getattr(self, "gamma", None)
+        if gamma is not None:
+            hyperparams.setdefault("gamma", gamma)
+        if isinstance(value_type, type) and issubclass(value_type, nn.Module):
+            # an estimator class: built with these hyperparameters and, unless given, the critic
+            hyperparams.setdefault("value_network", self._value_estimator_network())
+            self._set_value_estimator(value_type(**hyperparams))
+            self.value_type = value_type
             return self
         if value_type is None:
             value_type = self.default_value_estimator
         value_type = self._check_value_type(value_type)
-        gamma = getattr(self, "gamma", None)
-        if gamma is not None:
-            hyperparams.setdefault("gamma", gamma)
+        self.value_type = value_type
         hyperparams.setdefault("debug", self.debug)
         self._set_value_estimator(
             build_value_estimator(
