@@ -110,20 +110,30 @@ def test_async_frames_versions_and_outputs() -> None:
     assert MultiaSyncDataCollector is MultiAsyncCollector
 
 
-def test_preemption_marks_uncollected_steps() -> None:
+@pytest.mark.parametrize("threshold", [0.5, 0.0])
+def test_preemption_marks_uncollected_steps(threshold: float) -> None:
+    """0.0 (TorchRL's "stop after the first worker") preempts like 1 / num_workers."""
     collector = MultiSyncCollector(
         [TOY_2, TOY_2],
         None,
         frames_per_batch=400,
         create_env_kwargs=[{}, {"step_delay": 0.05}],
-        preemptive_threshold=0.5,
+        preemptive_threshold=threshold,
     )
+    assert not collector.interruptor.collection_stopped()
     batch = collector.next()
     collector.shutdown()
     mask = batch["collector", "mask"]
     assert mask[0].all() and not mask[1].all() and mask[1, :, 0].all()
     assert (batch["collector", "traj_ids"][~mask] == -1).all()
     assert collector.frames == int(mask.sum())
+
+
+def test_preemptive_threshold_range_and_no_interruptor_at_one() -> None:
+    with pytest.raises(ValueError, match=r"preemptive_threshold must be in \[0, 1\]"):
+        MultiSyncCollector([TOY_2, TOY_2], None, frames_per_batch=8, preemptive_threshold=1.5)
+    with MultiSyncCollector([TOY_2], None, frames_per_batch=4, preemptive_threshold=1.0) as c:
+        assert c.interruptor is None and c.preemptive_threshold == 1.0
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,9 @@ class MultiSyncCollector(MultiCollector):
         preemptive_threshold: once this fraction of the workers has finished, the others
             stop early; the steps they did not collect are flagged by
             ``("collector", "traj_ids") == -1`` and ``("collector", "mask") == False``
-            (a mask present in every batch when this is set).
+            (a mask present in every batch when this is set). ``0.0`` stops the others as
+            soon as one worker is done; ``1.0`` (or ``None``) never preempts, and then
+            ``interruptor`` is ``None``.
         cat_results: ``None`` or ``"stack"`` stacks the workers' pieces along a new leading
             dim (``[N, *env.batch_size, T]``); an int concatenates them along that dim of a
             piece (``-1``: ``[*env.batch_size, N * T]``), as TorchRL.
@@ -81,8 +83,8 @@ class MultiSyncCollector(MultiCollector):
                 f"cat_results must be None, 'stack' or an int dim to concatenate along; got {cat_results!r}."
             )
         self.cat_results = cat_results
-        if preemptive_threshold is not None and not 0.0 < preemptive_threshold <= 1.0:
-            raise ValueError(f"preemptive_threshold must be in (0, 1]; got {preemptive_threshold}.")
+        if preemptive_threshold is not None and not 0.0 <= preemptive_threshold <= 1.0:
+            raise ValueError(f"preemptive_threshold must be in [0, 1]; got {preemptive_threshold}.")
         self.preemptive_threshold = preemptive_threshold
         self._preempt = preemptive_threshold is not None and preemptive_threshold < 1.0
         super().__init__(
@@ -92,6 +94,11 @@ class MultiSyncCollector(MultiCollector):
             total_frames=total_frames,
             **kwargs,
         )
+
+    @property
+    def interruptor(self) -> _StopFlags | None:
+        """The workers' stop flags while preemption is on (``None`` otherwise, as TorchRL)."""
+        return _StopFlags(self._stops) if self._preempt else None
 
     def _worker_frames_per_batch(self) -> int:
         # Each worker's share, rounded up; the worker rounds it up to its env's batch numel.
@@ -128,7 +135,7 @@ class MultiSyncCollector(MultiCollector):
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         preempt_after = (
-            math.ceil(self.preemptive_threshold * self.num_workers)
+            max(1, math.ceil(self.preemptive_threshold * self.num_workers))
             if self._preempt
             else self.num_workers
         )
@@ -180,6 +187,24 @@ class MultiSyncCollector(MultiCollector):
         finally:
             if bar is not None:
                 bar.close()
+
+
+class _StopFlags:
+    """TorchRL's interruptor interface over the workers' shared stop flags."""
+
+    def __init__(self, flags: list[Any]) -> None:
+        self._flags = flags
+
+    def stop_collection(self) -> None:
+        for flag in self._flags:
+            flag.value = 1
+
+    def start_collection(self) -> None:
+        for flag in self._flags:
+            flag.value = 0
+
+    def collection_stopped(self) -> bool:
+        return all(flag.value for flag in self._flags)
 
 
 MultiSyncDataCollector = MultiSyncCollector
