@@ -85,8 +85,11 @@ class _ObservationSpec:
     def __init__(self, batch_size: torch.Size) -> None:
         self.batch_size = batch_size
 
-    def rand(self) -> TensorDict:
-        return TensorDict({"observation": torch.rand(*self.batch_size, 3)}, self.batch_size)
+    def keys(self) -> list[str]:
+        return ["observation"]
+
+    def zero(self) -> TensorDict:
+        return TensorDict({"observation": torch.zeros(*self.batch_size, 3)}, self.batch_size)
 
 
 class _SpecToyEnv(ToyEnv):
@@ -133,3 +136,5 @@ def test_unwrappable_policy_is_explained_and_trust_policy_skips_wrapping() -> No
         Collector(_SpecToyEnv(), TwoInputs(), frames_per_batch=2)
     trusted = Collector(_SpecToyEnv(), TensorNet(), frames_per_batch=2, trust_policy=True)
     assert trusted._wrapped_policy is trusted.policy
+    sequential = nn.Sequential(ScalePolicy(1.0))  # forward(input): takes the TensorDict
+    assert Collector(_SpecToyEnv(), sequential, frames_per_batch=2)._wrapped_policy is sequential

@@ -33,8 +33,9 @@ def auto_wrap_policy(policy: Any, env: Any, trust_policy: bool | None = None) ->
     The wrapper reads the observation entries named by ``forward``'s parameters and writes
     ``env.action_keys`` (``"action"``), then ``"output1"``, ``"output2"``... for a module
     returning a tuple. TensorDict modules, ``forward(tensordict)`` / ``forward(td)`` /
-    TensorDict-annotated policies, plain callables, envs without an ``observation_spec`` and
-    ``trust_policy=True`` leave the policy as it is.
+    TensorDict-annotated policies, a ``forward`` with one argument that names no observation
+    (``nn.Sequential`` of TensorDict modules), plain callables, envs without an
+    ``observation_spec`` and ``trust_policy=True`` leave the policy as it is.
 
     Raises:
         TypeError: ``forward`` needs arguments the env's observations do not provide.
@@ -58,11 +59,12 @@ def auto_wrap_policy(policy: Any, env: Any, trust_policy: bool | None = None) ->
     spec = getattr(env, "observation_spec", None)
     if spec is None:
         return policy  # nothing to match forward's arguments against: called as given
-    observation = spec.rand()
     required = {
         name for name, p in signature.parameters.items() if p.default is inspect.Parameter.empty
     }
-    names = set(observation.keys())
+    names = set(spec.keys())
+    if len(required) == 1 and not required & names:
+        return policy  # one argument that names no observation: it takes the TensorDict
     if required - names:
         raise TypeError(
             f"Arguments to policy.forward are incompatible with entries in env.observation_spec: "
@@ -72,6 +74,7 @@ def auto_wrap_policy(policy: Any, env: Any, trust_policy: bool | None = None) ->
         )
     in_keys = [name for name in signature.parameters if name in names]
     out_keys: list[Any] = list(getattr(env, "action_keys", None) or ["action"])
+    observation = spec.zero()
     with torch.no_grad():
         output = policy(**{key: _to_device(observation.get(key), policy) for key in in_keys})
     if isinstance(output, tuple):
