@@ -224,3 +224,16 @@ def test_a2c_refuses_a_stored_action_that_requires_grad_and_reset_is_a_hook():
     with pytest.raises(RuntimeError, match="stored action requires grad"):
         loss(td)
     loss.reset()  # TorchRL's hook: nothing to reset in A2C
+
+
+@pytest.mark.parametrize(("cls", "family"), [(PPOLoss, "PPO"), (A2CLoss, "A2C")])
+def test_clip_value_is_a_float_and_needs_the_stored_value(cls, family):
+    with pytest.raises(ValueError, match="clip_value must be a float or a scalar tensor, got True"):
+        cls(make_categorical_actor(), make_value(), clip_value=True)
+    loss = cls(make_categorical_actor(), make_value(), clip_value=0.2)
+    td = batch()
+    td["advantage"] = torch.randn(*td.shape, 1)
+    td["value_target"] = torch.randn(*td.shape, 1)
+    with pytest.raises(KeyError, match=f"value_key passed to {family} exists"):
+        loss(td.exclude("state_value"))
+    assert ClipPPOLoss(make_categorical_actor(), make_value(), clip_value=True).clip_value == 0.2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase, is_tensor_collection
@@ -26,6 +27,40 @@ __all__ = [
     "summed_critic_loss",
     "weighted_entropy_loss",
 ]
+
+
+def checked_clip_value(clip_value: float | torch.Tensor | None, owner: str) -> Any:
+    """``clip_value`` as given: a float or a scalar tensor, ``None`` for no clipping.
+
+    Raises:
+        ValueError: anything else (a bool included: only ``ClipPPOLoss`` reads ``True``).
+    """
+    scalar = isinstance(clip_value, torch.Tensor) and clip_value.numel() == 1
+    if clip_value is None or scalar:
+        return clip_value
+    if isinstance(clip_value, bool) or not isinstance(clip_value, (int, float)):
+        raise ValueError(
+            f"{owner}: clip_value must be a float or a scalar tensor, got {clip_value}."
+        )
+    return float(clip_value)
+
+
+def value_to_clip_around(
+    td: TensorDictBase, key: NestedKey, clip_value: Any, family: str
+) -> torch.Tensor:
+    """The stored value the prediction is clipped around (``clip_value`` is set).
+
+    Raises:
+        KeyError: it is missing, naming the key and how to point the loss at it.
+    """
+    value = td.get(key, None)
+    if value is None:
+        raise KeyError(
+            f"clip_value is set to {clip_value}, but the key {key} was not found in the input "
+            f"tensordict. Make sure that the value_key passed to {family} exists in the input "
+            "tensordict (collect with the critic, or .set_keys(value=<your key>))."
+        )
+    return value
 
 
 def sum_leaves(td: TensorDictBase, batch_ndim: int) -> torch.Tensor:

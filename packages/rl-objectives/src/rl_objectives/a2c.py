@@ -14,8 +14,10 @@ from torch import nn
 from rl_objectives._nets import call
 from rl_objectives._pg import (
     action_log_prob,
+    checked_clip_value,
     entropy_of,
     summed_critic_loss,
+    value_to_clip_around,
     weighted_entropy_loss,
 )
 from rl_objectives.common import (
@@ -133,7 +135,7 @@ class A2CLoss(LossModule):
         self.critic_coeff = critic_coeff
         self.loss_critic_type = loss_critic_type
         self.gamma = gamma
-        self.clip_value = clip_value
+        self.clip_value = checked_clip_value(clip_value, "A2CLoss")
 
     def _default_out_keys(self) -> list[str]:
         keys = ["loss_objective"]
@@ -192,7 +194,11 @@ class A2CLoss(LossModule):
             out["loss_entropy"] = self._reduce(loss_entropy)
         if self.critic_coeff is not None:
             target = self._get(td, "value_target")
-            old = self._get(td, "value") if self.clip_value else None
+            old = (
+                value_to_clip_around(td, self.tensor_keys.value, self.clip_value, "A2C")
+                if self.clip_value
+                else None
+            )
             td_in = td.detach() if self.separate_losses else td
             value = call(self.critic_network, td_in, self._own_params()).get(self.tensor_keys.value)
             loss, frac = summed_critic_loss(

@@ -15,12 +15,14 @@ from torch import nn
 
 from rl_objectives._nets import dist_of, output_of
 from rl_objectives._pg import (
+    checked_clip_value,
     entropy_of,
     log_prob_of,
     prev_log_prob,
     standardize,
     sum_leaves,
     summed_critic_loss,
+    value_to_clip_around,
     weighted_entropy_loss,
 )
 from rl_objectives.common import (
@@ -176,7 +178,7 @@ class PPOLoss(LossModule):
         self.normalize_advantage_exclude_dims = tuple(normalize_advantage_exclude_dims)
         self.gamma = gamma
         self.separate_losses = separate_losses
-        self.clip_value = clip_value
+        self.clip_value = checked_clip_value(clip_value, type(self).__name__)
 
     def _default_out_keys(self) -> list[str]:
         keys = ["loss_objective"]
@@ -270,7 +272,11 @@ class PPOLoss(LossModule):
             return
         keys = self.tensor_keys
         target = self._get(td, "value_target")
-        old_value = self._get(td, "value") if self.clip_value else None
+        old_value = (
+            value_to_clip_around(td, self.tensor_keys.value, self.clip_value, "PPO")
+            if self.clip_value
+            else None
+        )
         td_in = td.detach() if self.separate_losses else td
         value = output_of(self.critic_network, td_in, keys.value, self._own_params())
         target, value, old_value = self._critic_loss_inputs(target, value, old_value)

@@ -10,7 +10,12 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._nets import call
-from rl_objectives._pg import action_log_prob, summed_critic_loss
+from rl_objectives._pg import (
+    action_log_prob,
+    checked_clip_value,
+    summed_critic_loss,
+    value_to_clip_around,
+)
 from rl_objectives.common import (
     PG_ESTIMATOR_KEYS,
     LossModule,
@@ -117,7 +122,7 @@ class ReinforceLoss(LossModule):
         self.delay_value = delay_value
         self.loss_critic_type = loss_critic_type
         self.gamma = gamma
-        self.clip_value = clip_value
+        self.clip_value = checked_clip_value(clip_value, "ReinforceLoss")
 
     def _value_estimator_network(self) -> nn.Module | None:
         return self.critic_network
@@ -143,7 +148,11 @@ class ReinforceLoss(LossModule):
         }
         if self.critic_network is not None:
             target = self._get(td, "value_target")
-            old = self._get(td, "value") if self.clip_value else None
+            old = (
+                value_to_clip_around(td, self.tensor_keys.value, self.clip_value, "Reinforce")
+                if self.clip_value
+                else None
+            )
             td_in = td.detach() if self.separate_losses else td
             value = call(self.critic_network, td_in, self._own_params()).get(self.tensor_keys.value)
             loss, frac = summed_critic_loss(
