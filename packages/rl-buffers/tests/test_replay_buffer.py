@@ -175,7 +175,9 @@ def test_sampled_tensordict_carries_index_and_weight(weight_key, ndim):
     rb.extend(data)
     rb.update_priority(rb.sample(5)["index"], torch.rand(5) + 0.5)
     s, info = rb.sample(16, return_info=True)
-    assert s.batch_size == (16,) and s.device is None
+    assert s.batch_size == (16,) and s.device == torch.device(
+        "cpu"
+    )  # the storage device, as TorchRL
     assert torch.equal(s["index"], info["index"]) and torch.equal(s[weight_key], info["_weight"])
     flat = data if ndim == 1 else data.reshape(-1)
     pos = info["index"] if ndim == 1 else info["index"][:, 0] * 10 + info["index"][:, 1]

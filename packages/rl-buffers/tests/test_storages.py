@@ -181,3 +181,12 @@ def test_a_pytree_batch_larger_than_the_storage_keeps_its_newest_items():
     kept = storage_buffer.storage.get(torch.arange(3))
     assert sorted(kept["a"].tolist()) == [2, 3, 4]
     assert sorted(kept["b"]["c"][0].tolist()) == [4.0, 6.0, 8.0]
+
+
+@pytest.mark.parametrize("cls", [LazyTensorStorage, LazyMemmapStorage])
+def test_samples_carry_the_storage_device(cls):
+    rb = TensorDictReplayBuffer(storage=cls(8, ndim=2), batch_size=3)
+    rb.extend(TensorDict(a=torch.zeros(2, 4), b={"c": torch.ones(2, 4)}, batch_size=[2, 4]))
+    sample = rb.sample()
+    assert sample.device == torch.device("cpu") and sample["b"].device == torch.device("cpu")
+    assert rb[:].device == torch.device("cpu")

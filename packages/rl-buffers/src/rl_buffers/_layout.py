@@ -159,6 +159,7 @@ class Layout:
         leaves: list[torch.Tensor],
         batch_size: torch.Size,
         extra: dict[str, torch.Tensor] | None = None,
+        device: torch.device | None = None,
     ) -> Any:
         """Rebuilds data from leaves whose leading dims are ``batch_size``.
 
@@ -168,25 +169,28 @@ class Layout:
             extra: entries added at the root of a TensorDict (e.g. the sampled
                 ``"index"``), unchecked: their leading dims must be ``batch_size``.
                 Building them in is cheaper than a validated ``set`` afterwards.
+            device: the TensorDict's device (the leaves must already be there; extras are moved).
         """
         if self.kind == "tensor":
             return leaves[0]
         if self.kind == "pytree":
             return pytree.tree_unflatten(leaves, self.treespec)
         full = torch.Size([*batch_size, *self.item_batch]) if self.item_batch else batch_size
-        root = self._build_source(self._tree, leaves, full)
+        root = self._build_source(self._tree, leaves, full, device)
         if extra:
-            root.update(extra)
-        return TensorDict._new_unsafe(root, batch_size=full)
+            root.update(extra if device is None else {k: v.to(device) for k, v in extra.items()})
+        return TensorDict._new_unsafe(root, batch_size=full, device=device)
 
-    def _build_source(self, node: dict, leaves: list[torch.Tensor], batch_size: torch.Size) -> dict:
+    def _build_source(
+        self, node: dict, leaves: list[torch.Tensor], batch_size: torch.Size, device: Any = None
+    ) -> dict:
         source = {}
         for name, v in node.items():
             if type(v) is int:
                 source[name] = leaves[v]
             else:
-                sub = self._build_source(v, leaves, batch_size)
-                source[name] = TensorDict._new_unsafe(sub, batch_size=batch_size)
+                sub = self._build_source(v, leaves, batch_size, device)
+                source[name] = TensorDict._new_unsafe(sub, batch_size=batch_size, device=device)
         return source
 
     def to_meta(self) -> dict:

@@ -116,7 +116,7 @@ class TensorStorage(Storage):
         if self._layout is None:
             return None
         batch = self._leaves[0].shape[: self.ndim] if self._leaves else torch.Size([self.max_size])
-        return self._layout.build(list(self._leaves), batch)
+        return self._layout.build(list(self._leaves), batch, device=self.device)
 
     def _time_capacity(self, envs: int) -> int:
         if self.ndim == 1:
@@ -278,11 +278,12 @@ class TensorStorage(Storage):
             out = [buf[env, t] for buf in self._leaves]
             batch = env.shape
         if self._compact is None:
-            return self._layout.build(out, batch, extra)
+            return self._layout.build(out, batch, extra, self.device)
         derived = self._compact.derive(index, [self._leaves[i] for i in self._compact_pos])
         by_key = dict(zip(self._layout.keys, out, strict=False))
         by_key.update(zip(self._next_keys, derived, strict=False))
-        return self._full_layout.build([by_key[k] for k in self._full_layout.keys], batch, extra)
+        leaves = [by_key[k] for k in self._full_layout.keys]
+        return self._full_layout.build(leaves, batch, extra, self.device)
 
     def get_leaf(self, key: NestedKey) -> torch.Tensor:
         """The stored values of one entry over the filled range: ``[len]`` or ``[envs, filled]``."""
