@@ -18,7 +18,7 @@ conversation), which costs ~7x the CPU time of generating the replies themselves
 with the text-mode wrapper (121 vs 18 ms per batch of 64 replies, docs/results.md), and
 single-turn arithmetic needs none of it.
 
-    uv run recipes/grpo.py                          # warm-up + GRPO, ~4 min on the loaded 2-core CPU
+    uv run recipes/grpo.py                          # warm-up + GRPO, 4-13 min on the loaded 2-core CPU
     uv run recipes/grpo.py --smoke                  # a few seconds, end to end
     uv run recipes/grpo.py --resume runs/grpo/checkpoint.pt
 """
@@ -71,7 +71,7 @@ class Config(RunConfig):
     """Conversations per warm-up step."""
     sft_lr: float = 3e-3
     """Adam learning rate of the warm-up."""
-    total_frames: int = 32_768
+    total_frames: int = 49_152
     """GRPO replies to sample in total (steps x prompts_per_step x group_size)."""
     prompts_per_step: int = 8
     """Distinct prompts per GRPO step."""
