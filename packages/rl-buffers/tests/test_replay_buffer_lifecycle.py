@@ -14,6 +14,7 @@ from rl_buffers import (
     PrioritizedSampler,
     RandomSampler,
     ReplayBuffer,
+    SamplerWithoutReplacement,
     TensorDictMaxValueWriter,
     TensorDictReplayBuffer,
 )
@@ -179,3 +180,12 @@ def test_max_value_writer_on_a_list_storage_takes_single_tensordicts():
         rb.add(TensorDict(r=torch.tensor(r), batch_size=[]))
         assert rb.writer._cursor == len(rb) % 2
     assert sorted(float(item["r"]) for item in rb.storage.get(torch.arange(2))) == [3.0, 7.0]
+
+
+def test_drop_last_needs_a_buffer_batch_size():
+    with pytest.raises(ValueError, match="drop_last=True must work with a predictable batch-size"):
+        ReplayBuffer(sampler=SamplerWithoutReplacement(drop_last=True))
+    rb = ReplayBuffer(sampler=SamplerWithoutReplacement(drop_last=True), batch_size=2)
+    rb.extend(torch.arange(5))
+    epoch = torch.cat([rb.sample(), rb.sample()])  # 2 full batches of 5 items, the 5th dropped
+    assert epoch.unique().numel() == 4 and rb.sampler.ran_out

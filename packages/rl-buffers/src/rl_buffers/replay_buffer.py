@@ -119,6 +119,11 @@ class ReplayBuffer(InPlaceWrites, Checkpointing):
         )
         sampler = _built(parts.sampler, Sampler)
         self._sampler = RandomSampler() if sampler is None else sampler
+        if getattr(self._sampler, "drop_last", False) and self._batch_size is None:
+            raise ValueError(
+                "Samplers with drop_last=True must work with a predictable batch-size: "
+                f"{type(self._sampler).__name__}(drop_last=True) needs ReplayBuffer(batch_size=...)."
+            )
         writer = _built(parts.writer, None)
         self._writer = self._default_writer() if writer is None else writer
         self._writer.register_storage(self._storage)

@@ -145,7 +145,10 @@ class TensorDictMaxValueWriter:
 
     def register_storage(self, storage: Storage) -> None:
         if storage.ndim != 1:
-            raise ValueError("TensorDictMaxValueWriter needs a 1-d storage (ndim=1).")
+            raise ValueError(
+                "TensorDictMaxValueWriter is not compatible with storages with more than one "
+                f"dimension: got ndim={storage.ndim}; use a 1-d storage (ndim=1)."
+            )
         self._storage = storage
         if self._ranks is None or self._ranks.numel() != storage.max_size:
             self._ranks = torch.full((storage.max_size,), float("-inf"), dtype=torch.float64)
