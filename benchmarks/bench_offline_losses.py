@@ -593,12 +593,20 @@ def plain_act(model, td, kl_weight=10.0):
 
 
 def bench_sequence() -> None:
-    import rl_modules
-
     print(f"sequence models, batch {BATCH}: DT/ODT windows of {CTX} steps (128 wide, 3 layers), "
           f"ACT chunks of {CHUNK} (128 wide, 2+3 layers)")  # fmt: skip
+    bench_dt(DT_CFG, "", 1)
+    bench_act()
+    # a tiny transformer, so that what the loss modules add around the network shows
+    tiny = {**DT_CFG, "n_embd": 16, "n_layer": 1, "n_inner": 32}
+    bench_dt(tiny, ", 16x1", 4)
+
+
+def bench_dt(cfg: dict, tag: str, reps: int) -> None:
+    import rl_modules
+
     td = windows()
-    net = rl_modules.DTActor(OBS, ACT, DT_CFG)
+    net = rl_modules.DTActor(OBS, ACT, cfg)
     loss = ours.DTLoss(TensorDictModule(net, DT_KEYS, ["action"]))
     params = list(loss.parameters())
     plain = step(lambda: {"loss": F.mse_loss(net(td["observation"], td["action"],
@@ -607,11 +615,11 @@ def bench_sequence() -> None:
     if trl is not None:
         from torchrl.modules import DTActor as TrlDTActor
 
-        tl = trl.DTLoss(TensorDictModule(TrlDTActor(OBS, ACT, DT_CFG), DT_KEYS, ["action"]))
-    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], 1)
-    row("DTLoss (MSE)", *t)
+        tl = trl.DTLoss(TensorDictModule(TrlDTActor(OBS, ACT, cfg), DT_KEYS, ["action"]))
+    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], reps)
+    row(f"DTLoss (MSE{tag})", *t)
 
-    net = rl_modules.OnlineDTActor(OBS, ACT, DT_CFG)
+    net = rl_modules.OnlineDTActor(OBS, ACT, cfg)
     loss = ours.OnlineDTLoss(odt_actor(net), target_entropy=-float(ACT))
     params = list(loss.parameters())
     plain = step(lambda: plain_odt(net, loss.log_alpha, td), params)
@@ -619,9 +627,13 @@ def bench_sequence() -> None:
     if trl is not None:
         from torchrl.modules import OnlineDTActor as TrlODTActor
 
-        tl = trl.OnlineDTLoss(odt_actor(TrlODTActor(OBS, ACT, DT_CFG)), target_entropy=-float(ACT))
-    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], 1)
-    row("OnlineDTLoss (TanhNormal)", *t)
+        tl = trl.OnlineDTLoss(odt_actor(TrlODTActor(OBS, ACT, cfg)), target_entropy=-float(ACT))
+    t = compare([step(lambda: loss(td), params), plain, trl_step(tl, td)], reps)
+    row(f"OnlineDTLoss (TanhN{tag})", *t)
+
+
+def bench_act() -> None:
+    import rl_modules
 
     td = chunks()
     model = rl_modules.ACTModel(**ACT_CFG)
