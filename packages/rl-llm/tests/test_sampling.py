@@ -185,6 +185,8 @@ def test_decoder_choice_and_errors(model, tokenizer):
         TransformersWrapper(
             model, tokenizer=tokenizer, decoder="cache", generate_kwargs={"repetition_penalty": 1.2}
         )
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        TransformersWrapper(model, tokenizer=tokenizer, generate_kwargs={"max_new_tokens": 0})
     with pytest.raises(ValueError, match="top_p must be in"):
         TransformersWrapper(model, tokenizer=tokenizer, generate_kwargs={"top_p": 0.0})
     with pytest.raises(ValueError, match="decoder must be"):

@@ -62,6 +62,8 @@ def check_sampling_kwargs(kwargs: dict[str, Any]) -> None:
             f"decoder='cache' implements {sorted(SUPPORTED_KWARGS)}, not {unsupported}; "
             "use decoder='generate' (transformers' generate) or decoder='auto' for those."
         )
+    if not kwargs.get("max_new_tokens", 1) >= 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {kwargs['max_new_tokens']}.")
     temperature = kwargs.get("temperature", 1.0)
     if kwargs.get("do_sample", True) and not temperature > 0:
         raise ValueError(f"temperature must be > 0 when sampling, got {temperature}.")
