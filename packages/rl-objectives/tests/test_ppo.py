@@ -237,3 +237,31 @@ def test_clip_value_is_a_float_and_needs_the_stored_value(cls, family):
     with pytest.raises(KeyError, match=f"value_key passed to {family} exists"):
         loss(td.exclude("state_value"))
     assert ClipPPOLoss(make_categorical_actor(), make_value(), clip_value=True).clip_value == 0.2
+
+
+@pytest.mark.parametrize("cls", [ClipPPOLoss, A2CLoss])
+def test_the_policy_gives_the_action_and_log_prob_keys(cls):
+    from tensordict.nn import (
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictModule,
+    )
+    from torch import nn
+
+    body = TensorDictModule(nn.Linear(3, 4), [("agents", "observation")], [("agents", "logits")])
+    actor = ProbabilisticTensorDictSequential(
+        body,
+        ProbabilisticTensorDictModule(
+            [("agents", "logits")],
+            [("agents", "action")],
+            distribution_class=torch.distributions.Categorical,
+            return_log_prob=True,
+        ),
+    )
+    loss = cls(actor, make_value())
+    assert loss.tensor_keys.action == ("agents", "action")
+    assert loss.tensor_keys.sample_log_prob == ("agents", "action_log_prob")
+    # the usual policy keeps the usual keys
+    plain = cls(make_categorical_actor(), make_value())
+    assert plain.tensor_keys.action == "action"
+    assert plain.tensor_keys.sample_log_prob == "action_log_prob"

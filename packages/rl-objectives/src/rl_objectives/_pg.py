@@ -29,6 +29,22 @@ __all__ = [
 ]
 
 
+def actor_sample_keys(actor: nn.Module) -> dict[str, NestedKey]:
+    """TorchRL's default keys from the policy: where it writes its one sampled action and its
+    log-probability (``dist_sample_keys`` / ``log_prob_keys`` of a probabilistic sequential);
+    empty when it declares none or several (composite policies: set the keys by hand).
+
+    Examples:
+        >>> actor_sample_keys(nn.Linear(2, 2))
+        {}
+    """
+    log_prob_keys = getattr(actor, "log_prob_keys", None)
+    sample_keys = getattr(actor, "dist_sample_keys", None)
+    if not log_prob_keys or not sample_keys or len(log_prob_keys) != 1 or len(sample_keys) != 1:
+        return {}
+    return {"sample_log_prob": log_prob_keys[0], "action": sample_keys[0]}
+
+
 def checked_clip_value(clip_value: float | torch.Tensor | None, owner: str) -> Any:
     """``clip_value`` as given: a float or a scalar tensor, ``None`` for no clipping.
 

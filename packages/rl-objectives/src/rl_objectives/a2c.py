@@ -14,6 +14,7 @@ from torch import nn
 from rl_objectives._nets import call
 from rl_objectives._pg import (
     action_log_prob,
+    actor_sample_keys,
     checked_clip_value,
     entropy_of,
     summed_critic_loss,
@@ -136,6 +137,8 @@ class A2CLoss(LossModule):
         self.loss_critic_type = loss_critic_type
         self.gamma = gamma
         self.clip_value = checked_clip_value(clip_value, "A2CLoss")
+        # as TorchRL: the policy says where its action and log-probability are written
+        self.set_keys(**actor_sample_keys(actor_network))
 
     def _default_out_keys(self) -> list[str]:
         keys = ["loss_objective"]

@@ -15,6 +15,7 @@ from torch import nn
 
 from rl_objectives._nets import dist_of, output_of
 from rl_objectives._pg import (
+    actor_sample_keys,
     checked_clip_value,
     entropy_of,
     log_prob_of,
@@ -179,6 +180,8 @@ class PPOLoss(LossModule):
         self.gamma = gamma
         self.separate_losses = separate_losses
         self.clip_value = checked_clip_value(clip_value, type(self).__name__)
+        # as TorchRL: the policy says where its action and log-probability are written
+        self.set_keys(**actor_sample_keys(actor_network))
 
     def _default_out_keys(self) -> list[str]:
         keys = ["loss_objective"]
