@@ -332,3 +332,11 @@ def test_vtrace_scores_a_composite_policy_on_the_whole_tensordict():
     plain[0].module = torch.nn.Sequential(lin)
     ref = VTrace(gamma=0.9, actor_network=plain, value_network=est.value_network)(flat)
     torch.testing.assert_close(out["advantage"], ref["advantage"])
+
+
+def test_an_unknown_key_name_is_a_key_error_and_a_value_error():
+    # TorchRL's estimators raise KeyError, its losses ValueError: both catch it
+    with pytest.raises(KeyError, match="unknown key name"):
+        GAE(gamma=0.9, lmbda=0.9).set_keys(unknown_key="x")
+    with pytest.raises(ValueError, match="unknown key name"):
+        PPOLoss(make_categorical_actor()).set_keys(unknown_key="x")

@@ -9,7 +9,14 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
-__all__ = ["MissingKeyError", "check_finite", "get_entry", "normalize_key", "replace_keys"]
+__all__ = [
+    "MissingKeyError",
+    "UnknownKeyNameError",
+    "check_finite",
+    "get_entry",
+    "normalize_key",
+    "replace_keys",
+]
 
 
 class MissingKeyError(KeyError):
@@ -76,16 +83,25 @@ def check_finite(value: torch.Tensor, key: NestedKey, *, owner: str) -> None:
         )
 
 
+class UnknownKeyNameError(KeyError, ValueError):
+    """``set_keys`` got a name the key dataclass does not have: TorchRL's losses raise a
+    ``ValueError`` for it and its estimators a ``KeyError``; this is both."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def replace_keys(keys: Any, owner: str, kwargs: dict[str, NestedKey | None]) -> Any:
     """A copy of the frozen key dataclass ``keys`` with ``kwargs`` set (``None`` values skipped).
 
     Raises:
-        ValueError: a name in ``kwargs`` is not a field of ``keys``.
+        UnknownKeyNameError: a name in ``kwargs`` is not a field of ``keys`` (a ``KeyError``
+            and a ``ValueError``).
     """
     valid = {f.name for f in fields(keys)}
     unknown = sorted(set(kwargs) - valid)
     if unknown:
-        raise ValueError(
+        raise UnknownKeyNameError(
             f"{owner}.set_keys got unknown key name(s) {unknown}; valid names are {sorted(valid)}."
         )
     return replace(keys, **{k: normalize_key(v) for k, v in kwargs.items() if v is not None})
