@@ -366,3 +366,19 @@ def test_multiagent_gae_per_agent_rewards_team_flags_against_a_loop():
     for agent in range(N):
         a = expected[:, :, agent]
         torch.testing.assert_close(averaged[:, :, agent], (a - a.mean()) / a.std())
+
+
+def test_mappo_reads_a_per_agent_advantage_kept_at_the_root_keys():
+    # TorchRL's default keys: advantage / value_target at the root, shaped [*B, n_agents, 1]
+    torch.manual_seed(0)
+    actor_lin, critic_lin = nn.Linear(OBS, A), nn.Linear(OBS, 1)
+    critic = TensorDictModule(critic_lin, [("agents", "observation")], [("agents", "state_value")])
+    keys = {k: v for k, v in AGENT_KEYS.items() if k not in ("advantage", "value_target")}
+    td = _data()
+    root = td.clone()
+    root["advantage"] = root["agents"].pop("advantage")
+    root["value_target"] = root["agents"].pop("value_target")
+    out = MAPPOLoss(_actor(actor_lin), critic).set_keys(**keys)(root)
+    expected = MAPPOLoss(_actor(actor_lin), critic).set_keys(**AGENT_KEYS)(td)
+    for key in ("loss_objective", "loss_critic"):
+        torch.testing.assert_close(out[key], expected[key], msg=key)

@@ -176,9 +176,14 @@ class MAPPOLoss(ClipPPOLoss):
         view = TensorDict(batch_size=agent_batch, device=td.device)
         view.set(group, sub)
         dim = len(batch)
+        # the estimator's outputs are [*B, 1], or [*B, n_agents, 1] when it ran per agent
+        per_agent = {self.tensor_keys.advantage, self.tensor_keys.value_target}
         for key, value in td.items():
             if key in ("next", group[0]) or _other_group(value, dim):
                 continue  # transitions' next steps and other groups are not needed
+            if key in per_agent and value.ndim == dim + 2 and value.shape[: dim + 1] == agent_batch:
+                view.set(key, value)
+                continue
             value = value.unsqueeze(dim)
             view.set(key, value.expand(*agent_batch, *value.shape[dim + 1 :]))
         if len(group) > 1:  # siblings of a nested group
