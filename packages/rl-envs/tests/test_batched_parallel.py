@@ -44,18 +44,16 @@ def test_fork_matches_serial_env():
     assert no_children_left()
 
 
-def _pendulum_after_a_stack() -> PendulumEnv:
-    torch.stack(
-        [TensorDict({"x": torch.zeros(1)}, [1])] * 2
-    )  # tensordict 0.14 reads LAZY_LEGACY_OP
-    return PendulumEnv()
-
-
 def test_spawned_workers_start_after_tensordict_leaked_its_lazy_legacy_variable(monkeypatch):
     # tensordict 0.14's set_lazy_legacy leaves LAZY_LEGACY_OP="None" behind on exit; a spawned
     # worker importing tensordict with it failed at every stack.
     monkeypatch.setenv("LAZY_LEGACY_OP", "None")
-    with ParallelEnv(2, _pendulum_after_a_stack, mp_start_method="spawn") as env:
+    pytest.importorskip("cloudpickle")
+    # by value (cloudpickle): the worker stacks TensorDicts first (tensordict 0.14 reads the variable)
+    make = EnvCreator(
+        lambda: (torch.stack([TensorDict({"x": torch.zeros(1)}, [1])] * 2), PendulumEnv())[1]
+    )
+    with ParallelEnv(2, make, mp_start_method="spawn") as env:
         assert env.rollout(2, zero_policy).shape == (2, 2)
 
 
