@@ -147,3 +147,23 @@ def _local_factory(size: int):
         return PendulumEnv(batch_size=[size])
 
     return make_env
+
+
+def test_step_mdp_moves_a_tensorclass_whole():
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Turns:
+        role: str
+        tokens: torch.Tensor
+
+    turns = Turns(role=[["user", "assistant", "user"]] * 2, tokens=torch.ones(2, 3, 4),
+                  batch_size=[2, 3])  # fmt: skip
+    td = TensorDict(
+        observation=torch.zeros(2, 1),
+        next=TensorDict(observation=torch.ones(2, 1), turns=turns, batch_size=[2]),
+        batch_size=[2],
+    )
+    out = step_mdp(td, action_keys="missing")
+    assert out["turns"] is td["next", "turns"] and out["turns"].batch_size == (2, 3)
+    assert out["turns"].role[1] == ["user", "assistant", "user"]

@@ -13,7 +13,6 @@ from tensordict import (
     NonTensorStack,
     TensorDict,
     TensorDictBase,
-    is_tensor_collection,
 )
 from tensordict.utils import NestedKey
 
@@ -152,7 +151,11 @@ def _next_root(
 
 
 def _is_sub_td(value: Any) -> bool:
-    return is_tensor_collection(value) and not isinstance(value, (NonTensorData, NonTensorStack))
+    """A TensorDict to copy leaf by leaf; a tensorclass (e.g. a chat history) and
+    non-tensor data move whole, as one value."""
+    return isinstance(value, TensorDictBase) and not isinstance(
+        value, (NonTensorData, NonTensorStack)
+    )
 
 
 def _set_validated(dst: TensorDictBase, name: str, value: Any) -> None:
