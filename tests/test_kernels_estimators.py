@@ -103,9 +103,13 @@ def test_gae_set_keys_and_differentiable_are_interchangeable():
         critic = _critic()
         est = module(gamma=0.9, lmbda=0.9, value_network=critic, differentiable=True)
         est.set_keys(reward="r", advantage="adv", value_target="target", value="state_value")
-        out = est(td.clone())
+        data = td.clone()
+        obs = data["observation"].requires_grad_()
+        out = est(data)
         out["target"].sum().backward()
-        outs.append((out, critic.module.weight.grad.clone()))
+        # gradients reach the data, never the critic's parameters (TorchRL's hold_out_net)
+        assert critic.module.weight.grad is None
+        outs.append((out, obs.grad.clone()))
     _assert_same_outputs(outs[0][0], outs[1][0], ["adv", "target"])
     torch.testing.assert_close(outs[0][1], outs[1][1], atol=1e-5, rtol=1e-5)
 
@@ -192,6 +196,8 @@ def test_ppo_loss_runs_on_kernel_advantages():
 def _load_recipe(name: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
+    if str(ROOT / "recipes") not in sys.path:  # the recipes import their siblings (_common)
+        sys.path.insert(0, str(ROOT / "recipes"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses resolve field types through sys.modules

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -36,7 +36,8 @@ class ValueEstimatorBase(nn.Module):
         gamma: discount factor.
         value_network: a TensorDict module writing ``tensor_keys.value``; ``None`` to
             read ``value`` and ``("next", value)`` from the data.
-        differentiable: keep the graph through the critic (off by default: targets are constants).
+        differentiable: keep the graph through the critic's inputs, so gradients reach the data
+            (never the critic's parameters, as in TorchRL); off by default: targets are constants.
         shifted: evaluate the critic on the observations plus only the next observations
             of the ``done`` and last steps, instead of on every next observation.
         time_dim: the time dimension of the TensorDict (its last batch dim by default).
@@ -119,6 +120,10 @@ class ValueEstimatorBase(nn.Module):
 
     def _call(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
         net = self.value_network
+        if torch.is_grad_enabled():
+            # differentiable: gradients reach the inputs, never the critic's parameters
+            # (TorchRL's hold_out_net); its parameters run detached
+            params = (params if params is not None else TensorDict.from_module(net)).detach()
         ctx = (
             params.to_module(net, preserve_module_state=False)
             if params is not None
