@@ -23,6 +23,7 @@ import ast
 import collections
 import concurrent.futures
 import datetime
+import fcntl
 import json
 import os
 import re
@@ -362,6 +363,12 @@ def _command(argv: list[str] | None) -> str:
 def _save(label: str, summary: dict, src: Path | None, argv: list[str] | None) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{label}.json"
+    with open(RESULTS / f".{label}.lock", "w") as lock:  # runs in parallel save in turn
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _merge(path, summary, src, argv)
+
+
+def _merge(path: Path, summary: dict, src: Path | None, argv: list[str] | None) -> None:
     saved = json.loads(path.read_text()) if path.exists() else {"files": {}}
     summary = {k: v for k, v in summary.items() if k != "tail"}
     summary["head"] = _head(src)[:7]
