@@ -12,6 +12,7 @@ MODULES = [
     "_dtypes",
     "_base",
     "_spaces",
+    "_registry",
     "unbounded",
     "bounded",
     "categorical",

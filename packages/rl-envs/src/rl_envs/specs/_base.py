@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_envs.specs import _registry
 from rl_envs.specs._dtypes import to_device, to_numpy_dtype, to_torch_dtype
 
 __all__ = ["EncodeShapeError", "ShapeLike", "TensorSpec", "as_size"]
@@ -547,9 +548,7 @@ def _dtype_arg(dtype: Any, default: torch.dtype | None = None) -> torch.dtype:
 def spec_torch_function(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The torch functions that apply to specs; anything else is refused."""
     if func is torch.stack:
-        from rl_envs.specs.stacked import stack_specs  # stacked.py imports this module
-
-        return stack_specs(*args, **kwargs)
+        return _registry.lookup("stack_specs")(*args, **kwargs)
     if func is torch.squeeze:
         return args[0].squeeze(*args[1:], **kwargs)
     if func is torch.unsqueeze:

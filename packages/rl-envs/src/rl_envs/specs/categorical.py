@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from rl_envs.specs import _registry
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg
 from rl_envs.specs._spaces import CategoricalBox
 
@@ -157,10 +158,10 @@ class Categorical(TensorSpec):
             >>> Categorical(3, shape=(2,)).to_one_hot_spec().shape
             torch.Size([2, 3])
         """
-        from rl_envs.specs.one_hot import OneHot  # one_hot.py imports this module
-
         n = self.space.n
-        return OneHot(n, shape=(*self.shape, n), device=self.device, mask=self.mask)
+        return _registry.lookup("OneHot")(
+            n, shape=(*self.shape, n), device=self.device, mask=self.mask
+        )
 
     def to_one_hot(self, val: torch.Tensor) -> torch.Tensor:
         """A value of this spec as one-hot vectors (bool, last dim ``n``)."""

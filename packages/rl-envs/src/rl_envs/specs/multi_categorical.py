@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from rl_envs.specs import _registry
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
 from rl_envs.specs._spaces import MultiCategoricalBox
 from rl_envs.specs.categorical import Categorical
@@ -132,8 +133,6 @@ class MultiCategorical(Categorical):
             >>> MultiCategorical([2, 3]).to_one_hot_spec().shape
             torch.Size([5])
         """
-        from rl_envs.specs.multi_one_hot import MultiOneHot
-
         rows = self.nvec.reshape(-1, self.nvec.shape[-1])
         if not bool((rows == rows[0]).all()):
             raise ValueError(
@@ -141,7 +140,7 @@ class MultiCategorical(Categorical):
                 "a MultiOneHot has one list of group sizes."
             )
         nvec = rows[0].tolist()
-        return MultiOneHot(nvec, (*self.shape[:-1], sum(nvec)), self.device)
+        return _registry.lookup("MultiOneHot")(nvec, (*self.shape[:-1], sum(nvec)), self.device)
 
     def to_one_hot(self, val: torch.Tensor) -> torch.Tensor:
         """Concatenated one-hot vectors of a value of this spec."""

@@ -8,13 +8,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_envs.specs import _registry
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
 from rl_envs.specs._spaces import MultiCategoricalBox
+from rl_envs.specs.multi_categorical import MultiCategorical
 from rl_envs.specs.one_hot import OneHot
 
 __all__ = ["MultiOneHot"]
 
 
+@_registry.register
 class MultiOneHot(OneHot):
     """Concatenated one-hot vectors: the last dim has ``sum(nvec)`` entries, split in groups of ``nvec[i]``.
 
@@ -95,8 +98,6 @@ class MultiOneHot(OneHot):
             >>> MultiOneHot([2, 3]).to_categorical_spec().shape
             torch.Size([2])
         """
-        from rl_envs.specs.multi_categorical import MultiCategorical  # it imports Categorical
-
         shape = (*self.shape[:-1], len(self.nvec))
         return MultiCategorical(self.nvec, shape, self.device)
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_envs.specs import _registry
 from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
 from rl_envs.specs._spaces import CategoricalBox
 from rl_envs.specs.categorical import Categorical, _check_mask, _masked_sample
@@ -15,6 +16,7 @@ from rl_envs.specs.categorical import Categorical, _check_mask, _masked_sample
 __all__ = ["OneHot"]
 
 
+@_registry.register
 class OneHot(TensorSpec):
     """One-hot vectors: the last dim has size ``n`` and exactly one non-zero entry, equal to 1.
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
+from rl_envs.specs import _registry
 from rl_envs.specs._base import ShapeLike, TensorSpec, as_size
 from rl_envs.specs.composite import Composite
 
@@ -39,6 +40,7 @@ def _pos_dim(dim: int, ndim: int) -> int:
     return d
 
 
+@_registry.register
 def stack_specs(specs: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Implements ``torch.stack`` for specs (see the module docstring).
 
