@@ -13,6 +13,7 @@ MODULES = [
     "_base",
     "_spaces",
     "_registry",
+    "_mask",
     "unbounded",
     "bounded",
     "categorical",

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from rl_envs.specs import _registry
-from rl_envs.specs._dtypes import to_device, to_numpy_dtype, to_torch_dtype
+from rl_envs.specs._dtypes import to_device, to_numpy_dtype
 
 __all__ = ["EncodeShapeError", "ShapeLike", "TensorSpec", "as_size"]
 
@@ -48,14 +48,14 @@ def as_size(shape: ShapeLike | None) -> torch.Size:
     return torch.Size(int(s) for s in shape)
 
 
-def _shape_args(shape: tuple[Any, ...]) -> torch.Size:
+def shape_args(shape: tuple[Any, ...]) -> torch.Size:
     """Accepts ``f(2, 3)`` as well as ``f((2, 3))`` and ``f(torch.Size([2, 3]))``."""
     if len(shape) == 1 and not isinstance(shape[0], int):
         return as_size(shape[0])
     return as_size(shape)
 
 
-def _tensor_repr(t: torch.Tensor) -> str:
+def tensor_repr(t: torch.Tensor) -> str:
     if t.numel() == 1 or (t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())):
         value = t.reshape(-1)[0].item()
         return f"Tensor(shape={t.shape}, value={value})" if t.ndim else f"Tensor(value={value})"
@@ -368,7 +368,7 @@ class TensorSpec:
             >>> Bounded(0.0, 1.0, shape=(3,)).expand(4, 3).shape
             torch.Size([4, 3])
         """
-        new = _shape_args(shape)
+        new = shape_args(shape)
         n = self.ndim
         if len(new) < n:
             raise ValueError(
@@ -428,7 +428,7 @@ class TensorSpec:
 
     def reshape(self, *shape: Any) -> TensorSpec:
         """The spec with its leading (non-domain) dims reshaped."""
-        new = _shape_args(shape)
+        new = shape_args(shape)
         dd = self._domain_dims
         if dd:
             if len(new) < dd or new[len(new) - dd :] != self.shape[self.ndim - dd :]:
@@ -539,10 +539,6 @@ class TensorSpec:
     def domain(self) -> str:
         """``"continuous"`` for floating dtypes, ``"discrete"`` otherwise."""
         return "continuous" if self.dtype.is_floating_point or self.dtype.is_complex else "discrete"
-
-
-def _dtype_arg(dtype: Any, default: torch.dtype | None = None) -> torch.dtype:
-    return to_torch_dtype(dtype, default)
 
 
 def spec_torch_function(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

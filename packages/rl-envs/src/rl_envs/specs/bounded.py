@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, _tensor_repr, as_size
+from rl_envs.specs._base import ShapeLike, TensorSpec, as_size, tensor_repr
+from rl_envs.specs._dtypes import to_torch_dtype
 from rl_envs.specs._spaces import ContinuousBox
 
 __all__ = ["Bounded", "BoundedContinuous", "BoundedDiscrete"]
@@ -65,7 +66,7 @@ class Bounded(TensorSpec):
         if domain is None and cls is BoundedDiscrete:
             domain = "discrete"
         default = torch.int64 if domain == "discrete" else None
-        dtype = _dtype_arg(args[4] if len(args) > 4 else kwargs.get("dtype"), default)
+        dtype = to_torch_dtype(args[4] if len(args) > 4 else kwargs.get("dtype"), default)
         continuous = dtype.is_floating_point or dtype.is_complex
         target = BoundedContinuous if continuous else BoundedDiscrete
         obj = super().__new__(target)
@@ -85,7 +86,7 @@ class Bounded(TensorSpec):
         if domain not in (None, "continuous", "discrete"):
             raise ValueError(f"domain must be 'continuous' or 'discrete', got {domain!r}.")
         default = torch.int64 if domain == "discrete" else None
-        dtype = _dtype_arg(dtype, default)
+        dtype = to_torch_dtype(dtype, default)
         low_t = torch.as_tensor(low, device=device if device is not None else None)
         high_t = torch.as_tensor(high, device=low_t.device)
         if shape is None:
@@ -248,7 +249,7 @@ class Bounded(TensorSpec):
         return self._space == other._space  # type: ignore[attr-defined]
 
     def _repr_fields(self) -> list[str]:
-        low, high = _tensor_repr(self._space.low), _tensor_repr(self._space.high)
+        low, high = tensor_repr(self._space.low), tensor_repr(self._space.high)
         return [f"space=ContinuousBox(low={low}, high={high})"]
 
 

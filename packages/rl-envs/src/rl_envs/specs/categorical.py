@@ -8,33 +8,12 @@ from typing import Any
 import torch
 
 from rl_envs.specs import _registry
-from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg
+from rl_envs.specs._base import ShapeLike, TensorSpec
+from rl_envs.specs._dtypes import to_torch_dtype
+from rl_envs.specs._mask import check_mask, masked_sample
 from rl_envs.specs._spaces import CategoricalBox
 
 __all__ = ["Categorical"]
-
-
-def _check_mask(mask: torch.Tensor | None, shape: torch.Size, n: int) -> torch.Tensor | None:
-    if mask is None:
-        return None
-    mask = torch.as_tensor(mask, dtype=torch.bool)
-    try:
-        mask = mask.expand(*shape, n)
-    except RuntimeError as err:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to {(*shape, n)} "
-            f"(the spec's shape followed by n={n})."
-        ) from err
-    if not bool(mask.any(-1).all()):
-        raise ValueError("mask must allow at least one category for every entry.")
-    return mask
-
-
-def _masked_sample(mask: torch.Tensor, lead: torch.Size) -> torch.Tensor:
-    """One allowed category per entry, uniform among the allowed ones; shape ``lead``."""
-    m = mask.expand(*lead, mask.shape[-1])
-    flat = m.reshape(-1, m.shape[-1]).to(torch.float32)
-    return torch.multinomial(flat, 1).reshape(lead)
 
 
 class Categorical(TensorSpec):
@@ -69,12 +48,12 @@ class Categorical(TensorSpec):
         dtype: Any = torch.int64,
         mask: torch.Tensor | None = None,
     ) -> None:
-        super().__init__(shape, device, _dtype_arg(dtype, torch.int64))
+        super().__init__(shape, device, to_torch_dtype(dtype, torch.int64))
         n = int(n)
         if n < 1:
             raise ValueError(f"Categorical needs n >= 1 categories, got n={n}.")
         self.space = CategoricalBox(n)
-        self.mask = _check_mask(mask, self.shape, n)
+        self.mask = check_mask(mask, self.shape, n)
         if self.mask is not None:
             self.mask = self.mask.to(self.device)
 
@@ -85,7 +64,7 @@ class Categorical(TensorSpec):
 
     def update_mask(self, mask: torch.Tensor | None) -> None:
         """Sets (or clears, with ``None``) the mask of allowed categories, shape ``(*shape, n)``."""
-        self.mask = _check_mask(mask, self.shape, self.space.n)
+        self.mask = check_mask(mask, self.shape, self.space.n)
         if self.mask is not None:
             self.mask = self.mask.to(self.device)
 
@@ -93,7 +72,7 @@ class Categorical(TensorSpec):
         """Uniform categories (among the allowed ones), ``shape`` prepended."""
         full = self._full_shape(shape)
         if self.mask is not None:
-            return _masked_sample(self.mask, full).to(self.dtype)
+            return masked_sample(self.mask, full).to(self.dtype)
         if self.dtype == torch.bool:
             return torch.randint(0, self.space.n, full, device=self.device).bool()
         return torch.randint(0, self.space.n, full, dtype=self.dtype, device=self.device)

@@ -11,8 +11,8 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs.specs._base import (
     ShapeLike,
     TensorSpec,
-    _shape_args,
     as_size,
+    shape_args,
     spec_torch_function,
 )
 from rl_envs.specs._dtypes import to_device
@@ -536,7 +536,7 @@ class Composite:
             >>> Composite(obs=Unbounded(shape=(3,))).expand(2).zero().batch_size
             torch.Size([2])
         """
-        new = _shape_args(shape)
+        new = shape_args(shape)
         n = self.ndim
         if len(new) < n:
             raise ValueError(

@@ -8,7 +8,8 @@ from typing import Any
 import torch
 
 from rl_envs.specs import _registry
-from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
+from rl_envs.specs._base import ShapeLike, TensorSpec, as_size
+from rl_envs.specs._dtypes import to_torch_dtype
 from rl_envs.specs._spaces import MultiCategoricalBox
 from rl_envs.specs.categorical import Categorical
 
@@ -64,7 +65,7 @@ class MultiCategorical(Categorical):
             raise ValueError(
                 f"MultiCategorical: every nvec entry must be >= 1, got {nvec_t.tolist()}."
             )
-        TensorSpec.__init__(self, shape, device, _dtype_arg(dtype, torch.int64))
+        TensorSpec.__init__(self, shape, device, to_torch_dtype(dtype, torch.int64))
         self.nvec: torch.Tensor = nvec_t.to(self.device)
         self.space = MultiCategoricalBox(self.nvec)  # type: ignore[assignment]
         self.mask = None

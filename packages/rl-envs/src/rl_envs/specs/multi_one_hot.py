@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from rl_envs.specs import _registry
-from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
+from rl_envs.specs._base import ShapeLike, TensorSpec, as_size
+from rl_envs.specs._dtypes import to_torch_dtype
 from rl_envs.specs._spaces import MultiCategoricalBox
 from rl_envs.specs.multi_categorical import MultiCategorical
 from rl_envs.specs.one_hot import OneHot
@@ -60,7 +61,7 @@ class MultiOneHot(OneHot):
             raise ValueError(
                 f"MultiOneHot: the last dim of shape must equal sum(nvec)={total}, got {tuple(shape)}."
             )
-        TensorSpec.__init__(self, shape, device, _dtype_arg(dtype, torch.bool))
+        TensorSpec.__init__(self, shape, device, to_torch_dtype(dtype, torch.bool))
         self.nvec: list[int] = nvec_l
         self.mask = None
         dev = self.device

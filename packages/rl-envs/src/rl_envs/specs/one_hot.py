@@ -9,9 +9,11 @@ import numpy as np
 import torch
 
 from rl_envs.specs import _registry
-from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg, as_size
+from rl_envs.specs._base import ShapeLike, TensorSpec, as_size
+from rl_envs.specs._dtypes import to_torch_dtype
+from rl_envs.specs._mask import check_mask, masked_sample
 from rl_envs.specs._spaces import CategoricalBox
-from rl_envs.specs.categorical import Categorical, _check_mask, _masked_sample
+from rl_envs.specs.categorical import Categorical
 
 __all__ = ["OneHot"]
 
@@ -62,9 +64,9 @@ class OneHot(TensorSpec):
             )
         if n < 1:
             raise ValueError(f"OneHot needs n >= 1 categories, got n={n}.")
-        super().__init__(shape, device, _dtype_arg(dtype, torch.bool))
+        super().__init__(shape, device, to_torch_dtype(dtype, torch.bool))
         self.space = CategoricalBox(n)
-        self.mask = _check_mask(mask, shape[:-1], n)
+        self.mask = check_mask(mask, shape[:-1], n)
         if self.mask is not None:
             self.mask = self.mask.to(self.device)
         # rows of the identity: one_hot(i) == _eye[i], one gather instead of one_hot + cast
@@ -77,7 +79,7 @@ class OneHot(TensorSpec):
 
     def update_mask(self, mask: torch.Tensor | None) -> None:
         """Sets (or clears, with ``None``) the mask of allowed categories, shape ``shape``."""
-        self.mask = _check_mask(mask, self.shape[:-1], self.space.n)
+        self.mask = check_mask(mask, self.shape[:-1], self.space.n)
         if self.mask is not None:
             self.mask = self.mask.to(self.device)
 
@@ -88,7 +90,7 @@ class OneHot(TensorSpec):
         """Uniform one-hot vectors (among allowed categories), ``shape`` prepended."""
         lead = self._full_shape(shape)[:-1]
         if self.mask is not None:
-            idx = _masked_sample(self.mask, lead)
+            idx = masked_sample(self.mask, lead)
         else:
             idx = torch.randint(0, self.space.n, lead, device=self.device)
         return self._one_hot(idx)

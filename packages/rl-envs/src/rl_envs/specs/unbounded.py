@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from rl_envs.specs._base import ShapeLike, TensorSpec, _dtype_arg
+from rl_envs.specs._base import ShapeLike, TensorSpec
+from rl_envs.specs._dtypes import to_torch_dtype
 from rl_envs.specs._spaces import ContinuousBox
 
 __all__ = ["Unbounded", "UnboundedContinuous", "UnboundedDiscrete"]
@@ -41,7 +42,7 @@ class Unbounded(TensorSpec):
     def __new__(cls, *args: Any, **kwargs: Any) -> Unbounded:
         # the dtype picks the subclass (TorchRL's behaviour); it is the third argument
         default = torch.int64 if cls is UnboundedDiscrete else None
-        dtype = _dtype_arg(args[2] if len(args) > 2 else kwargs.get("dtype"), default)
+        dtype = to_torch_dtype(args[2] if len(args) > 2 else kwargs.get("dtype"), default)
         target = UnboundedContinuous if _is_continuous(dtype) else UnboundedDiscrete
         obj = super().__new__(target)
         if not issubclass(target, cls):  # Python skips __init__ then: run it here
@@ -51,7 +52,7 @@ class Unbounded(TensorSpec):
     def __init__(
         self, shape: ShapeLike | None = (1,), device: Any = None, dtype: Any = None
     ) -> None:
-        super().__init__(shape if shape is not None else (1,), device, _dtype_arg(dtype))
+        super().__init__(shape if shape is not None else (1,), device, to_torch_dtype(dtype))
         self._space: ContinuousBox | None = None
 
     @property
@@ -129,4 +130,4 @@ class UnboundedDiscrete(Unbounded):
     def __init__(
         self, shape: ShapeLike | None = (1,), device: Any = None, dtype: Any = torch.int64
     ) -> None:
-        super().__init__(shape, device, _dtype_arg(dtype, torch.int64))
+        super().__init__(shape, device, to_torch_dtype(dtype, torch.int64))
