@@ -51,7 +51,8 @@ class Leaf:
     np_dtype: np.dtype
 
 
-def _gym() -> Any:
+def gymnasium_module() -> Any:
+    """The ``gymnasium`` module, imported when first needed (it is an optional dependency)."""
     import gymnasium
 
     return gymnasium
@@ -59,7 +60,7 @@ def _gym() -> Any:
 
 def leaf_spec(space: Any, *, action: bool, categorical: bool, device: torch.device) -> Any:
     """The spec of a non-structured space (see the module table)."""
-    spaces = _gym().spaces
+    spaces = gymnasium_module().spaces
     if isinstance(space, spaces.Box):
         dtype = torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
         low, high = np.asarray(space.low), np.asarray(space.high)
@@ -104,7 +105,7 @@ def flatten_space(
     space: Any, root: str, *, action: bool, categorical: bool, device: torch.device
 ) -> list[Leaf]:
     """All leaves of ``space``. Dict observations sit at the root, others under ``root``."""
-    spaces = _gym().spaces
+    spaces = gymnasium_module().spaces
     leaves: list[Leaf] = []
 
     def visit(sp: Any, key: tuple[str, ...], path: Path) -> None:
@@ -152,12 +153,16 @@ def getter(path: Path) -> Callable[[Any], Any]:
 
 def obs_offset(space: Any) -> int:
     """``start`` of a Discrete space (subtracted from observations), else 0."""
-    return int(getattr(space, "start", 0)) if isinstance(space, _gym().spaces.Discrete) else 0
+    return (
+        int(getattr(space, "start", 0))
+        if isinstance(space, gymnasium_module().spaces.Discrete)
+        else 0
+    )
 
 
 def action_to_gym(leaf: Leaf, value: torch.Tensor, categorical: bool) -> Any:
     """Converts an action tensor (any leading dims) to the numpy value gym expects."""
-    spaces = _gym().spaces
+    spaces = gymnasium_module().spaces
     sp = leaf.space
     if value.requires_grad:  # a policy run outside no_grad
         value = value.detach()

@@ -102,7 +102,7 @@ class GymBinding:
 
     def converter(self, leaf: gs.Leaf) -> Callable[[torch.Tensor], Any]:
         """``tensor -> Gymnasium value`` for one leaf of a single env, as :meth:`to_gym`."""
-        spaces = gs._gym().spaces
+        spaces = gs.gymnasium_module().spaces
         space, cat = leaf.space, self.categorical
         if isinstance(space, spaces.Discrete):
             start = int(space.start)
@@ -153,7 +153,7 @@ class GymBinding:
 
     def is_box(self, leaf: gs.Leaf) -> bool:
         """Whether ``leaf`` is a ``Box`` space."""
-        return isinstance(leaf.space, gs._gym().spaces.Box)
+        return isinstance(leaf.space, gs.gymnasium_module().spaces.Box)
 
 
 def _key(key: tuple[str, ...], actions: dict[Any, torch.Tensor]) -> Any:

@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs.specs import Bounded
+
 NestedKey = str | tuple[str, ...]
 
 
@@ -85,6 +87,18 @@ def unbounded_like(spec: Any, shape: Iterable[int] | None = None, dtype: torch.d
         device=spec.device,
         dtype=spec.dtype if dtype is None else dtype,
     )
+
+
+def reshaped_spec(spec: Any, fn: Any) -> Any:
+    """``spec`` with its values (and bounds, for Bounded specs) mapped by a reshaping ``fn``."""
+    shape = fn(torch.empty(spec.shape, device="meta")).shape
+    if isinstance(spec, Bounded):
+        low = fn(spec.space.low.expand(spec.shape))
+        high = fn(spec.space.high.expand(spec.shape))
+        return Bounded(
+            low=low.clone(), high=high.clone(), shape=shape, device=spec.device, dtype=spec.dtype
+        )
+    return unbounded_like(spec, shape)
 
 
 def reset_mask(tensordict: TensorDictBase | None) -> torch.Tensor | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rl_envs.transforms._utils import NestedKey
+from rl_envs.transforms._utils import NestedKey, reshaped_spec
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
 
@@ -162,9 +162,7 @@ class FlattenAction(Transform):
         return x.flatten(self.first_dim, self.last_dim)
 
     def transform_leaf_spec_inv(self, spec: Any) -> Any:
-        from rl_envs.transforms.shape import _reshaped_spec
-
-        return _reshaped_spec(spec, lambda t: t.flatten(self.first_dim, self.last_dim))
+        return reshaped_spec(spec, lambda t: t.flatten(self.first_dim, self.last_dim))
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         batch_dims = specs.action.ndim

@@ -7,8 +7,7 @@ from typing import Any
 
 import torch
 
-from rl_envs.transforms._utils import NestedKey
-from rl_envs.transforms.shape import _reshaped_spec
+from rl_envs.transforms._utils import NestedKey, reshaped_spec
 from rl_envs.transforms.transform import Transform
 
 
@@ -64,4 +63,4 @@ class Crop(Transform):
         return x[..., self.top : self.top + self.w, self.left : self.left + self.h]
 
     def transform_leaf_spec(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, self._apply_transform)
+        return reshaped_spec(spec, self._apply_transform)

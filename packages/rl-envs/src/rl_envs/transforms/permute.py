@@ -7,8 +7,7 @@ from typing import Any
 
 import torch
 
-from rl_envs.transforms._utils import NestedKey
-from rl_envs.transforms.shape import _reshaped_spec
+from rl_envs.transforms._utils import NestedKey, reshaped_spec
 from rl_envs.transforms.transform import Transform
 
 
@@ -68,7 +67,7 @@ class PermuteTransform(Transform):
         return _permute_tail(x, self._inverse)
 
     def transform_leaf_spec(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: _permute_tail(t, self.dims))
+        return reshaped_spec(spec, lambda t: _permute_tail(t, self.dims))
 
     def transform_leaf_spec_inv(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: _permute_tail(t, self.dims))
+        return reshaped_spec(spec, lambda t: _permute_tail(t, self.dims))

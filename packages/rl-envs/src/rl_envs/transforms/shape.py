@@ -7,24 +7,8 @@ from typing import Any
 
 import torch
 
-from rl_envs.transforms._utils import NestedKey
+from rl_envs.transforms._utils import NestedKey, reshaped_spec
 from rl_envs.transforms.transform import Transform
-
-
-def _reshaped_spec(spec: Any, fn: Any) -> Any:
-    """``spec`` with its values (and bounds, for Bounded specs) mapped by a reshaping ``fn``."""
-    from rl_envs.specs import Bounded
-
-    shape = fn(torch.empty(spec.shape, device="meta")).shape
-    if isinstance(spec, Bounded):
-        low = fn(spec.space.low.expand(spec.shape))
-        high = fn(spec.space.high.expand(spec.shape))
-        return Bounded(
-            low=low.clone(), high=high.clone(), shape=shape, device=spec.device, dtype=spec.dtype
-        )
-    from rl_envs.transforms._utils import unbounded_like
-
-    return unbounded_like(spec, shape)
 
 
 class UnsqueezeTransform(Transform):
@@ -72,10 +56,10 @@ class UnsqueezeTransform(Transform):
         return x.squeeze(self.dim)
 
     def transform_leaf_spec(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: t.unsqueeze(self.dim))
+        return reshaped_spec(spec, lambda t: t.unsqueeze(self.dim))
 
     def transform_leaf_spec_inv(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: t.unsqueeze(self.dim))
+        return reshaped_spec(spec, lambda t: t.unsqueeze(self.dim))
 
 
 class FlattenObservation(Transform):
@@ -116,4 +100,4 @@ class FlattenObservation(Transform):
         return x.flatten(self.first_dim, self.last_dim)
 
     def transform_leaf_spec(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: t.flatten(self.first_dim, self.last_dim))
+        return reshaped_spec(spec, lambda t: t.flatten(self.first_dim, self.last_dim))

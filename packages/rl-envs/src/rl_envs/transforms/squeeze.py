@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from rl_envs.transforms._utils import NestedKey
-from rl_envs.transforms.shape import UnsqueezeTransform, _reshaped_spec
+from rl_envs.transforms._utils import NestedKey, reshaped_spec
+from rl_envs.transforms.shape import UnsqueezeTransform
 
 
 class SqueezeTransform(UnsqueezeTransform):
@@ -59,7 +59,7 @@ class SqueezeTransform(UnsqueezeTransform):
         return x.unsqueeze(self.dim)
 
     def transform_leaf_spec(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: t.squeeze(self.dim))
+        return reshaped_spec(spec, lambda t: t.squeeze(self.dim))
 
     def transform_leaf_spec_inv(self, spec: Any) -> Any:
-        return _reshaped_spec(spec, lambda t: t.squeeze(self.dim))
+        return reshaped_spec(spec, lambda t: t.squeeze(self.dim))
