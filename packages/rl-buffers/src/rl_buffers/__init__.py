@@ -44,6 +44,11 @@ from rl_buffers.tensordict_replay_buffer import (
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
+from rl_buffers.traj_language import TrajectoryPredicate, traj
+from rl_buffers.trajectory import Trajectory
+from rl_buffers.trajectory_bounds import find_start_stop_traj
+from rl_buffers.trajectory_query import filter_trajectories, iter_trajectories
+from rl_buffers.utils import tree_iter
 from rl_buffers.writers import (
     ImmutableDatasetWriter,
     RoundRobinWriter,
@@ -92,5 +97,12 @@ __all__ = [
     "TensorDictReplayBuffer",
     "TensorDictRoundRobinWriter",
     "TensorStorage",
+    "Trajectory",
+    "TrajectoryPredicate",
     "__version__",
+    "filter_trajectories",
+    "find_start_stop_traj",
+    "iter_trajectories",
+    "traj",
+    "tree_iter",
 ]

@@ -60,6 +60,22 @@ class BufferTransforms:
         """What writes apply (TorchRL's ``Compose.inv``)."""
         return self.write(data)
 
+    def read_steps(self) -> list[tuple[Callable[[Any], Any], list | None, list | None]]:
+        """What :meth:`read` calls, in order: ``(fn, in_keys, out_keys)``.
+
+        ``in_keys`` / ``out_keys`` are the transform's own (env transforms have them);
+        ``None`` when unknown (plain callables, inverses), meaning "may touch anything".
+        """
+        steps: list[tuple[Callable[[Any], Any], list | None, list | None]] = []
+        for entry in self._entries:
+            if not entry.invert:
+                transform = entry.transform
+                out_keys = getattr(transform, "out_keys", None) or None
+                steps.append((transform, getattr(transform, "in_keys", None), out_keys))
+            elif (inv := _inverse(entry.transform)) is not None:
+                steps.append((inv, None, None))
+        return steps
+
     def read(self, data: Any) -> Any:
         for entry in self._entries:
             if not entry.invert:

@@ -15,6 +15,7 @@ from tensordict import is_tensor_collection
 from rl_buffers._buffer_checkpoint import Checkpointing
 from rl_buffers._buffer_inplace import InPlaceWrites, _unsqueeze
 from rl_buffers._buffer_parts import _BUILT_ON_INIT, _built, _built_instance, _Parts
+from rl_buffers._buffer_query import TrajectoryQueries
 from rl_buffers._transforms import BufferTransforms
 from rl_buffers.samplers.base import Sampler
 from rl_buffers.samplers.random import RandomSampler
@@ -34,7 +35,7 @@ def stack_items(items: list[Any]) -> Any:
     return items
 
 
-class ReplayBuffer(InPlaceWrites, Checkpointing):
+class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
     """A replay buffer of tensors, pytrees of tensors, TensorDicts or any object.
 
     Args:
