@@ -14,6 +14,7 @@ from rl_modules import (
     MaskedCategorical,
     MaskedOneHotCategorical,
     OneHotCategorical,
+    SafeTanhTransform,
     TanhDelta,
     TanhNormal,
     TruncatedNormal,
@@ -50,7 +51,7 @@ def test_tanh_normal_log_prob_finite_and_stable_near_bounds():
     lp = d.log_prob(at_bounds)
     assert torch.isfinite(lp).all()
     # A sample deep in the tail: the cached pre-tanh value gives the exact density.
-    d = TanhNormal(torch.full((1, 1), 12.0), torch.full((1, 1), 0.1))
+    d = TanhNormal(torch.full((1, 1), 12.0), torch.full((1, 1), 0.1), safe_tanh=False)
     y = d.rsample()
     assert float(y) == 1.0  # tanh saturates in float32
     x = d._cache[1].double()
@@ -158,3 +159,90 @@ def test_masked_categorical_errors():
         )
     with pytest.raises(TypeError, match="bool"):
         MaskedCategorical(logits=torch.zeros(3), mask=torch.ones(3))
+
+
+def test_truncated_normal_positional_order_and_device():
+    # TorchRL's order: loc, scale, upscale, low, high, tanh_loc.
+    d = TruncatedNormal(torch.zeros(2), torch.ones(2), 3.0, -0.5, 0.25)
+    assert float(d.low) == -0.5 and float(d.high) == 0.25
+    assert d.device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("low, high", [(-0.1, 1.0), (-1.0, 0.1), (-6.0, 1.5)])
+def test_tanh_normal_samples_never_round_past_the_bounds(low, high):
+    torch.manual_seed(0)
+    loc = torch.tensor([0.1, 10.0, -10.0])
+    d = TanhNormal(loc, torch.tensor([0.1, 10.0, 5.0]), low=low, high=high)
+    a = d.rsample((2000,))
+    assert (a >= low).all() and (a <= high).all()
+    assert torch.isfinite(d.log_prob(a)).all()
+    assert torch.isfinite(d.log_prob(a.clone())).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_tanh_normal_rsample_and_log_prob_scores_the_exact_draw(dtype):
+    loc = torch.tensor([[20.0, -20.0], [-20.0, 20.0]], dtype=dtype, requires_grad=True)
+    scale = torch.full_like(loc, 0.1, requires_grad=True)
+    low, high = -2.0, 3.0
+    d = TanhNormal(loc, scale, low=low, high=high)
+    torch.manual_seed(0)
+    y, lp = d.rsample_and_log_prob()
+    torch.manual_seed(0)
+    x = loc + scale * torch.randn(loc.shape, dtype=dtype)
+    # log|dy/dx| = log((high - low) / 2) + log(1 - tanh(x)^2), written with log cosh.
+    log_det = math.log((high - low) / 2) - 2 * (x.abs() + torch.log1p(torch.exp(-2 * x.abs())))
+    log_det = log_det + 2 * math.log(2.0)
+    ref = (D.Normal(loc, scale).log_prob(x) - log_det).sum(-1)
+    torch.testing.assert_close(lp, ref)
+    assert (y > low).all() and (y < high).all()
+    g = torch.autograd.grad(lp.sum(), (loc, scale))
+    g_ref = torch.autograd.grad(ref.sum(), (loc, scale))
+    for a, b in zip(g, g_ref, strict=True):
+        torch.testing.assert_close(a, b)
+    y2, lp2 = d.sample_and_log_prob((3,))
+    assert not y2.requires_grad and lp2.requires_grad and lp2.shape == (3, 2)
+
+
+def test_tanh_normal_scale_types_update_and_default_event_dims():
+    loc = torch.randn(3, 4)
+    for scale in (0.5, torch.full((3, 4), 0.5), lambda t: torch.full_like(t, 0.5)):
+        d = TanhNormal(loc, scale)
+        torch.testing.assert_close(d.scale, torch.full((3, 4), 0.5))
+        assert d.log_prob(d.sample()).shape == (3,)
+    d.update(torch.zeros(2, 5), torch.ones_like)
+    torch.testing.assert_close(d.scale, torch.ones(2, 5))
+    assert d.sample().shape == (2, 5)
+    # a 0-d loc has no event dim to sum over
+    assert TanhNormal(torch.tensor(0.3), 1.0).log_prob(torch.tensor(0.2)).shape == ()
+    n = IndependentNormal(loc, torch.ones_like)
+    torch.testing.assert_close(n.base_dist.scale, torch.ones(3, 4))
+    n.update(torch.zeros(2, 5), 2.0)
+    torch.testing.assert_close(n.base_dist.scale, torch.full((2, 5), 2.0))
+
+
+@pytest.mark.parametrize("scale", [0.3, 0.9, 2.0])
+def test_tanh_normal_get_mode_maximises_the_density(scale):
+    loc = torch.tensor([-1.5, 0.0, 0.4, 2.0], dtype=torch.float64)
+    d = TanhNormal(loc, scale, low=-1.0, high=3.0, event_dims=0)
+    mode = d.get_mode()
+    # brute force on a fine grid of the action space, with the float64 change of variables
+    ys = torch.linspace(-1.0, 3.0, 8001, dtype=torch.float64)[1:-1, None]
+    lp = torch.stack(
+        [
+            change_of_variables_log_prob(ys, loc[i].expand(1), torch.full((1,), scale), -1.0, 3.0)
+            for i in range(4)
+        ],
+        -1,
+    )
+    torch.testing.assert_close(mode, ys[lp.argmax(0), 0], atol=1e-3, rtol=0)
+
+
+def test_safe_tanh_transform():
+    t = SafeTanhTransform()
+    x = torch.tensor([-1e6, -3.0, 0.5, 1e6], requires_grad=True)
+    y = t(x)
+    assert torch.isfinite(y).all() and (y.abs() < 1).all()
+    assert torch.isfinite(t.inv(torch.tensor([1.0, -1.0]))).all()
+    z = torch.randn(50, requires_grad=True)
+    (g,) = torch.autograd.grad(t(z).sum(), z)
+    torch.testing.assert_close(g, 1 - torch.tanh(z.detach()) ** 2)

@@ -8,7 +8,7 @@ from rl_modules.distributions.discrete import (
 )
 from rl_modules.distributions.normal import IndependentNormal, TruncatedNormal
 from rl_modules.distributions.ordinal import OneHotOrdinal, Ordinal, ordinal_logits
-from rl_modules.distributions.safe_tanh import safeatanh, safetanh
+from rl_modules.distributions.safe_tanh import SafeTanhTransform, safeatanh, safetanh
 from rl_modules.distributions.tanh_normal import TanhNormal
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "OneHotCategorical",
     "OneHotOrdinal",
     "Ordinal",
+    "SafeTanhTransform",
     "TanhDelta",
     "TanhNormal",
     "TruncatedNormal",

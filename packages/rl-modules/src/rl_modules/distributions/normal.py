@@ -8,6 +8,8 @@ from typing import ClassVar
 import torch
 from torch import distributions as D
 
+from rl_modules.distributions.tanh_normal import ScaleArg, resolve_scale
+
 _SQRT2 = math.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -17,7 +19,8 @@ class IndependentNormal(D.Independent):
 
     Args:
         loc: mean.
-        scale: standard deviation (positive).
+        scale: standard deviation (positive): a tensor, a number, or a callable
+            of ``loc`` such as ``torch.ones_like``.
         upscale: see ``tanh_loc``.
         tanh_loc: if ``True``, ``loc`` becomes ``upscale * tanh(loc / upscale)``.
         event_dim: number of trailing dims of one event. Default 1.
@@ -32,14 +35,22 @@ class IndependentNormal(D.Independent):
     def __init__(
         self,
         loc: torch.Tensor,
-        scale: torch.Tensor,
+        scale: ScaleArg,
         upscale: float = 5.0,
         tanh_loc: bool = False,
         event_dim: int = 1,
     ) -> None:
-        if tanh_loc:
-            loc = upscale * torch.tanh(loc / upscale)
-        super().__init__(D.Normal(loc, scale, validate_args=False), event_dim, validate_args=False)
+        self.upscale, self.tanh_loc, self._event_dim = upscale, tanh_loc, event_dim
+        self.update(loc, scale)
+
+    def update(self, loc: torch.Tensor, scale: ScaleArg) -> None:
+        """Swap in new parameters (same options)."""
+        if self.tanh_loc:
+            loc = self.upscale * torch.tanh(loc / self.upscale)
+        scale = resolve_scale(scale, loc)
+        super().__init__(
+            D.Normal(loc, scale, validate_args=False), self._event_dim, validate_args=False
+        )
 
     @property
     def deterministic_sample(self) -> torch.Tensor:
@@ -56,10 +67,10 @@ class TruncatedNormal(D.Distribution):
     Args:
         loc: location of the untruncated Normal.
         scale: its standard deviation.
+        upscale: see ``tanh_loc``.
         low: lower bound(s), broadcastable to ``loc``. Default -1.
         high: upper bound(s). Default 1.
         tanh_loc: if ``True``, ``loc`` becomes ``upscale * tanh(loc / upscale)``.
-        upscale: see ``tanh_loc``.
 
     Examples:
         >>> import torch
@@ -75,14 +86,15 @@ class TruncatedNormal(D.Distribution):
         self,
         loc: torch.Tensor,
         scale: torch.Tensor,
+        upscale: float | torch.Tensor = 5.0,
         low: float | torch.Tensor = -1.0,
         high: float | torch.Tensor = 1.0,
         tanh_loc: bool = False,
-        upscale: float = 5.0,
     ) -> None:
         if tanh_loc:
             loc = upscale * torch.tanh(loc / upscale)
         loc, scale = torch.broadcast_tensors(loc, scale)
+        self.device = loc.device
         self.loc, self.scale = loc, scale
         self.low = torch.as_tensor(low, dtype=loc.dtype, device=loc.device)
         self.high = torch.as_tensor(high, dtype=loc.dtype, device=loc.device)
