@@ -14,7 +14,9 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
+from tensordict.utils import NestedKey
 
+from rl_objectives._keys import MissingKeyError
 from rl_objectives.value.functional import td_lambda_return_estimate
 
 DEFAULT_NUM_BINS = 255
@@ -111,6 +113,33 @@ def two_hot_cross_entropy(
         )
     code = two_hot_encode(target.detach(), bins)
     return -(code * torch.log_softmax(logits, -1)).sum(-1)
+
+
+def next_key(key: NestedKey) -> tuple[str, ...]:
+    """``key`` under ``"next"``: ``next_key("reward") == ("next", "reward")``."""
+    return ("next", *key) if isinstance(key, tuple) else ("next", key)
+
+
+def require_entry(
+    td: TensorDictBase, key: NestedKey, owner: str, name: str, hint: str
+) -> torch.Tensor:
+    """``td[key]``; a ``MissingKeyError`` naming ``owner``'s ``name`` key and ``hint`` if absent."""
+    value = td.get(key, None)
+    if value is None:
+        present = sorted(str(k) for k in td.keys(True, True))
+        raise MissingKeyError(
+            f"{owner} expected the entry {key!r} (its '{name}' key) after running the world "
+            f"model, but it is missing. Present entries: {present}. {hint} Or point "
+            f"{owner} at your entry with .set_keys({name}=<your key>)."
+        )
+    return value
+
+
+def sum_event(x: torch.Tensor, batch_ndim: int, global_average: bool) -> torch.Tensor:
+    """Mean over everything (``global_average``) or sum over event dims then mean."""
+    if global_average or x.ndim == batch_ndim:
+        return x.mean()
+    return x.sum(tuple(range(batch_ndim, x.ndim))).mean()
 
 
 def distance(v1: torch.Tensor, v2: torch.Tensor, kind: str) -> torch.Tensor:

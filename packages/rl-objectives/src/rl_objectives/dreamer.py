@@ -33,28 +33,15 @@ from rl_objectives._dreamer_common import (
     hold_out,
     imagine,
     lambda_return,
+    next_key,
+    require_entry,
+    sum_event,
 )
 from rl_objectives._keys import MissingKeyError
 from rl_objectives.common import LossModule, loss_output
 from rl_objectives.value.registry import ValueEstimators
 
 __all__ = ["DreamerActorLoss", "DreamerModelLoss", "DreamerValueLoss"]
-
-
-def _next(key: NestedKey) -> tuple[str, ...]:
-    return ("next", *key) if isinstance(key, tuple) else ("next", key)
-
-
-def _require(td: TensorDictBase, key: NestedKey, owner: str, name: str, hint: str) -> torch.Tensor:
-    value = td.get(key, None)
-    if value is None:
-        present = sorted(str(k) for k in td.keys(True, True))
-        raise MissingKeyError(
-            f"{owner} expected the entry {key!r} (its '{name}' key) after running the world "
-            f"model, but it is missing. Present entries: {present}. {hint} Or point "
-            f"{owner} at your entry with .set_keys({name}=<your key>)."
-        )
-    return value
 
 
 def check_burn_in(td: TensorDictBase, burn_in: int, owner: str) -> None:
@@ -71,13 +58,6 @@ def check_burn_in(td: TensorDictBase, burn_in: int, owner: str) -> None:
             f"step is left for the losses. Sample slices of more than {burn_in} steps "
             "(SliceSampler(slice_len=...)) or lower burn_in."
         )
-
-
-def _sum_event(x: torch.Tensor, batch_ndim: int, global_average: bool) -> torch.Tensor:
-    """Mean over everything (``global_average``) or sum over event dims then mean."""
-    if global_average or x.ndim == batch_ndim:
-        return x.mean()
-    return x.sum(tuple(range(batch_ndim, x.ndim))).mean()
 
 
 class DreamerModelLoss(LossModule):
@@ -218,8 +198,8 @@ class DreamerModelLoss(LossModule):
         check_burn_in(tensordict, self.burn_in, name)
         keys = self.tensor_keys
         td = tensordict.copy()
-        reward_key, true_key = _next(keys.reward), _next(keys.true_reward)
-        _require(td, reward_key, name, "reward", "The data must hold the env's rewards.")
+        reward_key, true_key = next_key(keys.reward), next_key(keys.true_reward)
+        require_entry(td, reward_key, name, "reward", "The data must hold the env's rewards.")
         td.rename_key_(reward_key, true_key)
         return self.world_model(td)
 
@@ -232,15 +212,15 @@ class DreamerModelLoss(LossModule):
         """``lambda_continue * mean(BCE(continue_pred, scale * (1 - terminated)))`` (``done``
         when the data has no ``terminated``)."""
         name, keys = type(self).__name__, self.tensor_keys
-        pred = _require(
-            td, _next(keys.continue_pred), name, "continue_pred",
+        pred = require_entry(
+            td, next_key(keys.continue_pred), name, "continue_pred",
             "lambda_continue > 0 needs a continuation head in the world model (e.g. "
             "rl_modules.ContinuationHead writing ('next', 'continue_pred')).",
         )  # fmt: skip
-        ended = td.get(_next(keys.terminated), None)
+        ended = td.get(next_key(keys.terminated), None)
         if ended is None:
-            ended = _require(
-                td, _next(keys.done), name, "done",
+            ended = require_entry(
+                td, next_key(keys.done), name, "done",
                 "The continuation target is 1 - terminated (or 1 - done): store the env's flags.",
             )  # fmt: skip
         pred = self._after_burn_in(pred, batch_ndim)
@@ -256,14 +236,14 @@ class DreamerModelLoss(LossModule):
         hint = "Check the world model's out_keys."
 
         def get(field: str) -> torch.Tensor:
-            key = _next(getattr(keys, field))
-            return self._after_burn_in(_require(td, key, name, field, hint), nb)
+            key = next_key(getattr(keys, field))
+            return self._after_burn_in(require_entry(td, key, name, field, hint), nb)
 
         kl = self.kl_loss(
             get("prior_mean"), get("prior_std"), get("posterior_mean"), get("posterior_std")
         )
         obs, reco = get("pixels"), get("reco_pixels")
-        reco_loss = _sum_event(distance(reco, obs, self.reco_loss), nb, self.global_average)
+        reco_loss = sum_event(distance(reco, obs, self.reco_loss), nb, self.global_average)
         reward = distance(get("reward"), get("true_reward"), self.reward_loss)
         entries = {
             "loss_model_kl": self.lambda_kl * kl,
@@ -386,7 +366,7 @@ class DreamerActorLoss(LossModule):
         next_td = fake.get("next").copy()
         with hold_out(self.value_model):
             self.value_model(next_td)
-        reward = fake.get(_next(self.tensor_keys.reward))
+        reward = fake.get(next_key(self.tensor_keys.reward))
         return fake, reward, next_td.get(self.tensor_keys.value)
 
     def _continuation(self, fake: TensorDictBase) -> torch.Tensor | None:
@@ -399,11 +379,11 @@ class DreamerActorLoss(LossModule):
         next_td = fake.get("next").select(*model.in_keys, strict=False)
         with hold_out(model):
             model(next_td)
-        continuation = _require(
+        continuation = require_entry(
             next_td, key, type(self).__name__, "continuation",
             "The continuation model must write the probability of continuing.",
         )  # fmt: skip
-        fake.set(_next(key), continuation)
+        fake.set(next_key(key), continuation)
         return continuation
 
     def _step_discounts(
@@ -483,7 +463,7 @@ class DreamerValueLoss(LossModule):
 
     def forward(self, fake_data: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         """Returns ``(losses, fake_data)``."""
-        target = _require(
+        target = require_entry(
             fake_data, "lambda_target", type(self).__name__, "lambda_target",
             "Feed the fake_data returned by DreamerActorLoss.",
         )  # fmt: skip

@@ -28,19 +28,16 @@ from rl_objectives._dreamer_common import (
     discount_weights,
     estimator_factors,
     lambda_return,
+    next_key,
+    require_entry,
+    sum_event,
     symlog,
     two_hot_cross_entropy,
     two_hot_decode,
 )
 from rl_objectives._keys import MissingKeyError
 from rl_objectives.common import LossModule, loss_output
-from rl_objectives.dreamer import (
-    DreamerActorLoss,
-    DreamerModelLoss,
-    _next,
-    _require,
-    _sum_event,
-)
+from rl_objectives.dreamer import DreamerActorLoss, DreamerModelLoss
 
 __all__ = [
     "DreamerV3ActorLoss",
@@ -218,8 +215,8 @@ class DreamerV3ModelLoss(DreamerModelLoss):
         hint = "Check the world model's out_keys."
 
         def get(field: str, required: bool = True) -> torch.Tensor | None:
-            key = _next(getattr(keys, field))
-            value = _require(td, key, name, field, hint) if required else td.get(key, None)
+            key = next_key(getattr(keys, field))
+            value = require_entry(td, key, name, field, hint) if required else td.get(key, None)
             return None if value is None else self._after_burn_in(value, nb)
 
         post, prior = get("posterior_logits"), get("prior_logits")
@@ -233,7 +230,7 @@ class DreamerV3ModelLoss(DreamerModelLoss):
             entries["loss_model_kl"] = self.lambda_kl * kl
         diff = symlog(get("pixels")) - symlog(get("reco_pixels"))
         reco = diff.pow(2) if self.reco_loss == "l2" else diff.abs()
-        entries["loss_model_reco"] = self.lambda_reco * _sum_event(reco, nb, self.global_average)
+        entries["loss_model_reco"] = self.lambda_reco * sum_event(reco, nb, self.global_average)
         true_reward = get("true_reward")
         if self.reward_two_hot:
             logits = get("reward_logits")
@@ -476,7 +473,7 @@ class DreamerV3ValueLoss(LossModule):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The per-step loss ``[*B, H]`` and the prediction it used (logits or value)."""
         if self.value_loss == "two_hot":
-            logits = _require(
+            logits = require_entry(
                 td, self.tensor_keys.value_logits, type(self).__name__, "value_logits",
                 "The two-hot critic must write its logits.",
             )  # fmt: skip
@@ -492,7 +489,7 @@ class DreamerV3ValueLoss(LossModule):
     def forward(self, fake_data: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         """Returns ``(losses, fake_data)``."""
         name = type(self).__name__
-        target = _require(
+        target = require_entry(
             fake_data, "lambda_target", name, "lambda_target",
             "Feed the fake_data returned by DreamerV3ActorLoss.",
         ).detach().squeeze(-1)  # fmt: skip
