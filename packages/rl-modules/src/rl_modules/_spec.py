@@ -26,7 +26,8 @@ _SPACE_ALIASES: dict[str, ActionSpace] = {
 }
 
 
-def _require(spec: Any, attr: str, who: str, why: str) -> Any:
+def require_attr(spec: Any, attr: str, who: str, why: str) -> Any:
+    """``spec.<attr>``, or a ``TypeError`` naming ``who``, the attribute and ``why`` it is needed."""
     if not hasattr(spec, attr):
         raise TypeError(
             f"{who}: the spec-like object {type(spec).__name__} has no attribute {attr!r}, "
@@ -49,9 +50,9 @@ def spec_bounds(spec: Any, who: str) -> tuple[torch.Tensor, torch.Tensor]:
     Raises:
         TypeError: if the object has no ``space.low`` / ``space.high``.
     """
-    space = _require(spec, "space", who, "to read the action bounds (space.low / space.high)")
-    low = _require(space, "low", who, "to read the lower action bound")
-    high = _require(space, "high", who, "to read the upper action bound")
+    space = require_attr(spec, "space", who, "to read the action bounds (space.low / space.high)")
+    low = require_attr(space, "low", who, "to read the lower action bound")
+    high = require_attr(space, "high", who, "to read the upper action bound")
     return torch.as_tensor(low), torch.as_tensor(high)
 
 
@@ -110,7 +111,7 @@ def action_space_of(spec_or_str: Any, who: str, *, allow_multi: bool = False) ->
 
 def project_into(spec: Any, value: torch.Tensor, who: str) -> torch.Tensor:
     """Project ``value`` into ``spec`` with its ``project`` method (identity when already inside)."""
-    project = _require(spec, "project", who, "to keep outputs inside the spec (safe=True)")
+    project = require_attr(spec, "project", who, "to keep outputs inside the spec (safe=True)")
     return project(value)
 
 

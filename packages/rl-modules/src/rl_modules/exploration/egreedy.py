@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import _require
+from rl_modules._spec import require_attr
 from rl_modules.exploration_type import ExplorationType, exploration_type
 
 
@@ -79,7 +79,7 @@ class EGreedyModule(TensorDictModuleBase):
         super().__init__()
         if spec is None:
             raise ValueError("EGreedyModule: a spec-like action spec is required (spec.rand()).")
-        _require(spec, "rand", "EGreedyModule", "to draw random actions")
+        require_attr(spec, "rand", "EGreedyModule", "to draw random actions")
         self.spec = spec
         self.eps_init, self.eps_end = float(eps_init), float(eps_end)
         self.annealing_num_steps = int(annealing_num_steps)
