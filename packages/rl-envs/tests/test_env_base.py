@@ -205,6 +205,38 @@ def test_out_of_spec_action_passes_by_default_with_one_warning():
     assert td["next", "observation"].item() == 5.0
 
 
+class IntCountEnv(CountEnv):
+    """CountEnv with an int8 action, which ``_step`` casts (as TorchRL's CountingEnv)."""
+
+    def __init__(self, batch_size=()):
+        super().__init__(batch_size, limit=100.0)
+        self.action_spec = Unbounded(shape=(1,), dtype=torch.int8)
+        self.seen = []
+
+    def _step(self, td):
+        self.seen.append(td["action"].dtype)
+        return super()._step(td.set("action", td["action"].to(torch.float32)))
+
+
+@pytest.mark.parametrize("batch_size", [(), (3,)])
+def test_action_of_another_dtype_goes_to_the_env_as_is(batch_size, recwarn):
+    env = IntCountEnv(batch_size)
+    td = env.step(env.reset().set("action", torch.ones(*batch_size, 1)))  # float, spec int8
+    assert env.seen == [torch.float32]
+    assert torch.equal(td["next", "observation"], torch.ones(*batch_size, 1))
+    out = env.rollout(4, ones(env))
+    assert torch.equal(out["next", "observation"][..., -1, :], torch.full((*batch_size, 1), 4.0))
+    assert out["action"].dtype == torch.float32  # stored as the policy wrote it
+    assert not [w for w in recwarn if "outside its spec" in str(w.message)]
+
+
+def test_action_of_another_dtype_raises_when_validating():
+    env = IntCountEnv()
+    env.validate_actions = True
+    with pytest.raises(ValueError, match=r"wrong dtype: expected torch\.int8, got torch\.float32"):
+        env.step(env.reset().set("action", torch.ones(1)))
+
+
 def test_error_out_of_spec_checked_on_first_rollout_step():
     env = CountEnv()
     env.validate_actions = True

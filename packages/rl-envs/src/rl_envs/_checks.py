@@ -3,9 +3,9 @@
 Each function raises an error that names the key, what was expected, what came
 and how to fix it. They are split in two tiers, see ``env_base``'s docstring:
 
-* :func:`check_action_structure` (presence, shape, dtype, device) only compares
+* :func:`check_action_structure` (presence, shape, device) only compares
   attributes: it costs about a microsecond per action key;
-* :func:`check_action_in_spec` calls ``spec.is_in`` (a reduction and a host
+* :func:`check_action_in_spec` checks the dtype and calls ``spec.is_in`` (a reduction and a host
   sync): it runs in ``step()`` when ``env.validate_actions`` is ``True``;
 * :func:`warn_once_if_out_of_spec` is the same test as a one-time warning per env
   instance, for when validation is off (the default).
@@ -29,7 +29,11 @@ def _fmt(key: NestedKey) -> str:
 def check_action_structure(
     td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
 ) -> None:
-    """Checks that every action key is present with the spec's shape, dtype and device.
+    """Checks that every action key is present with the spec's shape and device.
+
+    The dtype is not checked here: as in TorchRL, an action of another dtype (e.g. a
+    float ``1.0`` for an integer spec) goes to the env as it is, and the env casts it.
+    :func:`check_action_in_spec` (``validate_actions=True``) checks it.
 
     Args:
         td: the input of ``env.step``.
@@ -38,7 +42,7 @@ def check_action_structure(
 
     Raises:
         KeyError: an action key is missing.
-        ValueError: wrong shape, dtype or device.
+        ValueError: wrong shape or device.
     """
     for key in action_keys:
         value = td.get(key, None)
@@ -61,12 +65,6 @@ def check_action_structure(
                 f"(the env's batch_size followed by the action shape), got {tuple(value.shape)}. "
                 "Fix the policy's output size or reshape the action."
             )
-        if value.dtype != spec.dtype:
-            raise ValueError(
-                f"Action entry {_fmt(key)} has the wrong dtype: expected {spec.dtype}, got "
-                f"{value.dtype}. Cast it, e.g. `action.to({spec.dtype})`, or use a policy "
-                "built from env.action_spec."
-            )
         if value.device != spec.device:
             raise ValueError(
                 f"Action entry {_fmt(key)} is on the wrong device: expected {spec.device}, got "
@@ -78,14 +76,21 @@ def check_action_structure(
 def check_action_in_spec(
     td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
 ) -> None:
-    """Checks that every action lies inside its spec (``spec.is_in``).
+    """Checks that every action has its spec's dtype and lies inside it (``spec.is_in``).
 
     Raises:
-        ValueError: an action is outside its spec.
+        ValueError: an action has another dtype or is outside its spec.
     """
     for key in action_keys:
         spec = action_spec[key]
         value = td.get(key)
+        if value.dtype != spec.dtype:
+            raise ValueError(
+                f"Action entry {_fmt(key)} has the wrong dtype: expected {spec.dtype}, got "
+                f"{value.dtype}. Cast it, e.g. `action.to({spec.dtype})`, use a policy "
+                "built from env.action_spec, or build the env with validate_actions=False "
+                "to pass it to the env as it is."
+            )
         if not spec.is_in(value):
             bounds = ""
             space = getattr(spec, "space", None)
@@ -115,7 +120,11 @@ def warn_once_if_out_of_spec(
     for key in action_keys:
         spec = action_spec[key]
         value = td.get(key, None)
-        if value is None or not isinstance(value, torch.Tensor) or spec.is_in(value):
+        if value is None or not isinstance(value, torch.Tensor):
+            continue
+        if value.dtype != spec.dtype:  # a dtype the env casts (TorchRL's behaviour): probe
+            value = value.to(spec.dtype)  # the values it will see, not the dtype
+        if spec.is_in(value):
             continue
         env._out_of_spec_warned = True
         shown = value.flatten()[:6].tolist()

@@ -71,14 +71,16 @@ Exact state (bit-identical resumes from a checkpoint):
 Input checking (the documented choice for the hot path):
 
 * ``step()`` always checks, at the cost of attribute comparisons, that every
-  action key is present with the spec's shape, dtype and device, and that the
+  action key is present with the spec's shape and device, and that the
   input's root ``"done"`` is not ``True`` (stepping a finished episode without
   a reset). Errors name the key, what was expected, what came and the fix.
+* An action of another dtype than its spec's goes to the env as it is (TorchRL's
+  behaviour: e.g. a float ``1.0`` for an integer counter, which the env casts).
 * Out-of-spec actions are passed to the env as they are by default (TorchRL's
   behaviour: the env, or Gymnasium, clips them). ``validate_actions=True``
   (constructor or attribute) turns on a debug mode where ``step()`` checks that
-  the action lies inside its spec (``spec.is_in``, a reduction plus a host
-  sync) and raises otherwise, and ``rollout()`` checks every step's actions.
+  the action has the spec's dtype and lies inside its spec (``spec.is_in``, a
+  reduction plus a host sync) and raises otherwise, and ``rollout()`` checks every step's actions.
 * With validation off, each env INSTANCE warns once (``UserWarning``) the first
   time it sees an out-of-spec action, at no cost on the hot path: ``step()``
   probes only the first action it gets, ``rollout()`` probes its stacked actions
