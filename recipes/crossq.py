@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    env = sac.make_env(cfg)
-    env.set_seed(cfg.seed)
-    eval_env = sac.make_env(cfg)
+    env, eval_env = sac.make_envs(cfg)
     actor, _ = sac.make_agent(cfg, env)
     loss_fn = CrossQLoss(
         actor, make_critic(cfg, env), num_qvalue_nets=2, loss_function="l2",

@@ -44,9 +44,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    env = sac.make_env(cfg)
-    env.set_seed(cfg.seed)
-    eval_env = sac.make_env(cfg)
+    env, eval_env = sac.make_envs(cfg)
     actor, qvalue = sac.make_agent(cfg, env)
     loss_fn = REDQLoss(
         actor, qvalue, num_qvalue_nets=cfg.num_qvalue_nets, sub_sample_len=cfg.sub_sample_len,

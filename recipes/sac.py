@@ -6,6 +6,7 @@ batch 256, tau 0.005, one gradient step per frame), with 5k random frames before
 
     uv run recipes/sac.py                        # HalfCheetah-v5, 300k frames
     uv run recipes/sac.py --env Hopper-v5 --total-frames 1000000
+    uv run recipes/sac.py --env rl_envs:SatelliteEnv --obs-norm   # a native env, "module:Class"
     uv run recipes/sac.py --smoke                # a few seconds, end to end
     uv run recipes/sac.py --resume runs/sac/checkpoint.pt
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from _common import RunConfig, parse_config, seed_everything
+from _common import RunConfig, make_base_env, parse_config, seed_everything
 from _off_policy import OffPolicyRun, train_off_policy
 from tensordict import TensorDictBase
 from tensordict.nn import NormalParamExtractor, TensorDictModule
@@ -24,17 +25,24 @@ from torch import nn
 
 from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
 from rl_collectors import Collector
-from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_envs import (
+    Compose,
+    DoubleToFloat,
+    ObservationNorm,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+)
 from rl_modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_objectives import SACLoss, SoftUpdate
 
 
 @dataclass
 class Config(RunConfig):
-    """Soft actor-critic on a Gymnasium task with continuous actions."""
+    """Soft actor-critic on a task with continuous actions (Gymnasium id or native env)."""
 
     env: str = "HalfCheetah-v5"
-    """Gymnasium id of the task (continuous actions)."""
+    """Gymnasium id of the task (continuous actions), or "module:Class" of a native env."""
     total_frames: int = 300_000
     """Frames to collect in total."""
     frames_per_batch: int = 1_000
@@ -57,6 +65,10 @@ class Config(RunConfig):
     """Initial temperature (learned towards entropy -dim(action))."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critics."""
+    obs_norm: bool = False
+    """Standardise observations with the mean / std of obs_norm_frames random steps (then fixed)."""
+    obs_norm_frames: int = 2_000
+    """Random-action steps, on a separate env, that give the observation statistics."""
     output_dir: str = "runs/sac"
 
     SMOKE: ClassVar[dict[str, object]] = {
@@ -71,8 +83,43 @@ class Config(RunConfig):
     }
 
 
-def make_env(cfg: Config) -> TransformedEnv:
-    return TransformedEnv(GymEnv(cfg.env), Compose(DoubleToFloat(), StepCounter(), RewardSum()))
+def make_env(
+    cfg: Config, obs_stats: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> TransformedEnv:
+    """``cfg.env`` (a Gymnasium id or a native ``module:Class``) with float observations.
+
+    ``obs_stats`` (mean, std) adds an :class:`ObservationNorm` giving ``(obs - mean) / std``.
+    """
+    norm = [] if obs_stats is None else [ObservationNorm(*obs_stats, standard_normal=True)]
+    return TransformedEnv(
+        make_base_env(cfg.env), Compose(DoubleToFloat(), *norm, StepCounter(), RewardSum())
+    )
+
+
+def observation_stats(cfg: Config) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std (floored at 1e-6) of the observations of ``cfg.obs_norm_frames`` random steps.
+
+    Taken on a separate env seeded with ``cfg.seed + 20_000``, so that a resumed run gets the
+    same statistics.
+    """
+    env = make_env(cfg)
+    env.set_seed(cfg.seed + 20_000)
+    steps = -(-cfg.obs_norm_frames // max(env.batch_size.numel(), 1))
+    obs = env.rollout(steps, break_when_any_done=False)["observation"]
+    obs = obs.reshape(-1, obs.shape[-1])
+    return obs.mean(0), obs.std(0).clamp_min(1e-6)
+
+
+def make_envs(cfg: Config) -> tuple[TransformedEnv, TransformedEnv]:
+    """The training env (seeded with ``cfg.seed``) and the evaluation env.
+
+    With ``cfg.obs_norm`` both standardise observations with the same
+    :func:`observation_stats`.
+    """
+    obs_stats = observation_stats(cfg) if cfg.obs_norm else None
+    env = make_env(cfg, obs_stats)
+    env.set_seed(cfg.seed)
+    return env, make_env(cfg, obs_stats)
 
 
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
@@ -101,9 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    env = make_env(cfg)
-    env.set_seed(cfg.seed)
-    eval_env = make_env(cfg)
+    env, eval_env = make_envs(cfg)
     actor, qvalue = make_agent(cfg, env)
     loss_fn = SACLoss(
         actor,
