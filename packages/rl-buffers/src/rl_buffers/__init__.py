@@ -14,6 +14,7 @@ from rl_buffers.her import HERReplayBuffer, HindsightStrategy
 from rl_buffers.postprocs import MultiStep
 from rl_buffers.remote import RemoteTensorDictReplayBuffer
 from rl_buffers.replay_buffer import ReplayBuffer
+from rl_buffers.sample_units import SampleUnit, Sequence, Transition
 from rl_buffers.samplers import (
     PrioritizedSampler,
     PrioritizedSliceSampler,
@@ -83,9 +84,11 @@ __all__ = [
     "ReplayBuffer",
     "ReplayBufferEnsemble",
     "RoundRobinWriter",
+    "SampleUnit",
     "Sampler",
     "SamplerWithoutReplacement",
     "SchedulerList",
+    "Sequence",
     "SliceSampler",
     "SliceSamplerWithoutReplacement",
     "StepScheduler",
@@ -99,6 +102,7 @@ __all__ = [
     "TensorStorage",
     "Trajectory",
     "TrajectoryPredicate",
+    "Transition",
     "__version__",
     "filter_trajectories",
     "find_start_stop_traj",

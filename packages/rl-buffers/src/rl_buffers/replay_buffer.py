@@ -13,10 +13,11 @@ import torch.utils._pytree as pytree
 from tensordict import is_tensor_collection
 
 from rl_buffers._buffer_checkpoint import Checkpointing
-from rl_buffers._buffer_inplace import InPlaceWrites, _unsqueeze
-from rl_buffers._buffer_parts import _BUILT_ON_INIT, _built, _built_instance, _Parts
+from rl_buffers._buffer_inplace import InPlaceWrites, unsqueeze
+from rl_buffers._buffer_parts import BUILT_ON_INIT, built, built_instance, Parts
 from rl_buffers._buffer_query import TrajectoryQueries
 from rl_buffers._transforms import BufferTransforms
+from rl_buffers.sample_units import SampleUnit
 from rl_buffers.samplers.base import Sampler
 from rl_buffers.samplers.random import RandomSampler
 from rl_buffers.storages.base import Storage
@@ -63,6 +64,11 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         delayed_init: build the parts on first use (``initialized`` says whether that
             happened) rather than here. Default: ``True`` when ``transform_factory`` is
             given, else ``False``, as in TorchRL.
+        sample_unit: what each sampled index expands into (a :class:`~rl_buffers.SampleUnit`):
+            ``None`` or :class:`~rl_buffers.Transition` give one item each,
+            :class:`~rl_buffers.Sequence` a window of steps around it. Entries the unit
+            adds to the info (masks, ``anchor_index``) are also written into TensorDict
+            samples.
         compilable: accepted for TorchRL compatibility and passed to the default
             storage; the storages here keep no multiprocessing bookkeeping, so every
             one can be read under ``torch.compile``.
@@ -75,6 +81,8 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         >>> len(rb), rb.sample()["obs"].shape
         (10, torch.Size([4, 3]))
     """
+
+    _sample_unit: SampleUnit | None = None
 
     def __init__(
         self,
@@ -92,12 +100,19 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         shared: bool = False,
         compilable: bool | None = None,
         delayed_init: bool | None = None,
+        sample_unit: SampleUnit | None = None,
     ) -> None:
+        if sample_unit is not None and not isinstance(sample_unit, SampleUnit):
+            raise TypeError(
+                "sample_unit must be a SampleUnit instance (Transition(), Sequence(length=...)); "
+                f"got {type(sample_unit).__name__}."
+            )
+        self._sample_unit = sample_unit
         if transform is not None and transform_factory is not None:
             raise ValueError("pass transform or transform_factory, not both.")
         if shared and prefetch:
             raise ValueError("a shared buffer cannot prefetch: pass prefetch=None or shared=False.")
-        self._parts = _Parts(storage, sampler, writer, transform, transform_factory,
+        self._parts = Parts(storage, sampler, writer, transform, transform_factory,
                              collate_fn, bool(compilable), generator)  # fmt: skip
         self._batch_size = batch_size
         self._prefetch = int(prefetch or 0)
@@ -113,19 +128,19 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
 
     def _initialize(self) -> None:
         """Builds the storage, sampler, writer and transforms (factories are called here)."""
-        parts: _Parts = self.__dict__.pop("_parts")
-        storage = _built(parts.storage, Storage)
+        parts: Parts = self.__dict__.pop("_parts")
+        storage = built(parts.storage, Storage)
         self._storage = (
             ListStorage(1000, compilable=parts.compilable) if storage is None else storage
         )
-        sampler = _built(parts.sampler, Sampler)
+        sampler = built(parts.sampler, Sampler)
         self._sampler = RandomSampler() if sampler is None else sampler
         if getattr(self._sampler, "drop_last", False) and self._batch_size is None:
             raise ValueError(
                 "Samplers with drop_last=True must work with a predictable batch-size: "
                 f"{type(self._sampler).__name__}(drop_last=True) needs ReplayBuffer(batch_size=...)."
             )
-        writer = _built(parts.writer, None)
+        writer = built(parts.writer, None)
         self._writer = self._default_writer() if writer is None else writer
         self._writer.register_storage(self._storage)
         collate_fn = parts.collate_fn
@@ -144,7 +159,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
 
     def __getattr__(self, name: str) -> Any:
         # A buffer built with delayed_init=True builds its parts on first use.
-        if name in _BUILT_ON_INIT and "_parts" in self.__dict__:
+        if name in BUILT_ON_INIT and "_parts" in self.__dict__:
             self._initialize()
             return getattr(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -191,7 +206,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
             (5, 5, 10, 0.5)
         """
         initialized = self.initialized
-        storage = self._storage if initialized else _built_instance(self._parts.storage)
+        storage = self._storage if initialized else built_instance(self._parts.storage)
         size = len(self) if initialized else 0
         stats: dict[str, int | float | bool] = {
             "size": int(size),
@@ -299,7 +314,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
             # entries (TensorDictMaxValueWriter) see a TensorDict, not a list
             index = self.extend(data.unsqueeze(0) if is_tensor_collection(data) else [data])
             return int(index[0])
-        index = self.extend(_unsqueeze(data, self._storage.ndim - 1))
+        index = self.extend(unsqueeze(data, self._storage.ndim - 1))
         return int(index[0]) if self._storage.ndim == 1 else index
 
     def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
@@ -329,11 +344,21 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
     def _sample_once(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size)
+            added: list[str] = []
+            if self._sample_unit is not None:
+                drawn = set(info)
+                index, info = self._sample_unit.expand(index, info, self._storage)
+                added = [key for key in info if key not in drawn]
             info["index"] = index
             data, written = self._read(index, info)
         if self._collate_fn is not None:
             data = self._collate_fn(data)
         data = self._post_sample(data, info, written)
+        if added and is_tensor_collection(data):
+            for key in added:
+                value = info[key]
+                if isinstance(value, torch.Tensor) and value.shape[:1] == data.shape[:1]:
+                    data.set(key, value.to(data.device) if data.device is not None else value)
         if self._pin_memory:
             data = data.pin_memory()
         if self._transform:

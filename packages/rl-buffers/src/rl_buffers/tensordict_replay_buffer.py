@@ -9,6 +9,7 @@ from tensordict import TensorDictBase
 
 from rl_buffers._layout import NestedKey, as_tuple
 from rl_buffers.replay_buffer import ReplayBuffer
+from rl_buffers.sample_units import Transition
 from rl_buffers.samplers.prioritized import PrioritizedSampler
 from rl_buffers.segment_tree import Backend
 from rl_buffers.storages.base import Storage
@@ -121,7 +122,33 @@ class TensorDictReplayBuffer(ReplayBuffer):
         priority = priority.detach()
         if priority.dim() > 1 and priority.shape[0] == index.shape[0]:
             priority = self._sampler_priority().reduce(priority)
+        by_anchor = self._anchor_reduced_priority(data, priority)
+        if by_anchor is not None:
+            index, priority = by_anchor
         self.update_priority(index, priority)
+
+    def _anchor_reduced_priority(
+        self, data: TensorDictBase, priority: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """For windows of a sample unit: each anchor's max priority over its valid records.
+
+        ``None`` unless the buffer has a window unit and ``data`` holds ``"anchor_index"``.
+        """
+        anchor = data.get("anchor_index", None)
+        if anchor is None or self._sample_unit is None or isinstance(self._sample_unit, Transition):
+            return None
+        valid = data.get("validity_mask", None)
+        valid = (
+            torch.ones(anchor.shape[0], dtype=torch.bool) if valid is None else valid.reshape(-1)
+        )
+        anchors, slot = torch.unique(anchor, dim=0, return_inverse=True)
+        priority = priority.reshape(-1).to(torch.float64)
+        best = torch.full((anchors.shape[0],), -torch.inf, dtype=priority.dtype)
+        best = best.scatter_reduce(
+            0, slot.cpu(), priority.cpu().where(valid.cpu(), -torch.inf), "amax"
+        )
+        kept = torch.isfinite(best)
+        return anchors[kept.to(anchors.device)], best[kept].to(torch.float32)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
