@@ -11,7 +11,7 @@ from tensordict import is_tensor_collection
 from rl_buffers.storages.list_storage import ListStorage
 
 
-def _unsqueeze(data: Any, dim: int) -> Any:
+def unsqueeze(data: Any, dim: int) -> Any:
     """``data`` with a new dim at ``dim`` (tensors, TensorDicts, pytrees of tensors)."""
     if is_tensor_collection(data) or isinstance(data, torch.Tensor):
         return data.unsqueeze(dim)
@@ -40,7 +40,7 @@ class InPlaceWrites:
             if isinstance(index, int):
                 index = torch.tensor([index % max(len(self), 1)])
                 value = (
-                    _unsqueeze(value, 0) if not isinstance(self._storage, ListStorage) else [value]
+                    unsqueeze(value, 0) if not isinstance(self._storage, ListStorage) else [value]
                 )
             elif isinstance(index, slice):
                 index = torch.arange(len(self))[index]

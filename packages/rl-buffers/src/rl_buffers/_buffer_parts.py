@@ -11,7 +11,7 @@ import torch
 
 
 @dataclass(frozen=True)
-class _Parts:
+class Parts:
     """What a ``delayed_init`` buffer builds on first use."""
 
     storage: Any
@@ -24,10 +24,10 @@ class _Parts:
     generator: torch.Generator | None
 
 
-_BUILT_ON_INIT = frozenset({"_storage", "_sampler", "_writer", "_transform", "_collate_fn", "_rng"})
+BUILT_ON_INIT = frozenset({"_storage", "_sampler", "_writer", "_transform", "_collate_fn", "_rng"})
 
 
-def _built_instance(part: Any) -> Any:
+def built_instance(part: Any) -> Any:
     """``part`` if it is already an object (not a factory), else ``None``."""
     if part is None or isinstance(part, type) or _is_factory(part):
         return None
@@ -38,7 +38,7 @@ def _is_factory(part: Any) -> bool:
     return isinstance(part, type | functools.partial) or inspect.isfunction(part)
 
 
-def _built(part: Any, base: type | None) -> Any:
+def built(part: Any, base: type | None) -> Any:
     """Calls ``part`` if it is a factory (a class, a function, a ``partial``), else returns it."""
     if part is None:
         return None

@@ -14,7 +14,7 @@ from tensordict import is_tensor_collection
 
 from rl_buffers._buffer_checkpoint import Checkpointing
 from rl_buffers._buffer_inplace import InPlaceWrites, unsqueeze
-from rl_buffers._buffer_parts import BUILT_ON_INIT, built, built_instance, Parts
+from rl_buffers._buffer_parts import BUILT_ON_INIT, Parts, built, built_instance
 from rl_buffers._buffer_query import TrajectoryQueries
 from rl_buffers._transforms import BufferTransforms
 from rl_buffers.sample_units import SampleUnit
@@ -113,7 +113,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         if shared and prefetch:
             raise ValueError("a shared buffer cannot prefetch: pass prefetch=None or shared=False.")
         self._parts = Parts(storage, sampler, writer, transform, transform_factory,
-                             collate_fn, bool(compilable), generator)  # fmt: skip
+                            collate_fn, bool(compilable), generator)  # fmt: skip
         self._batch_size = batch_size
         self._prefetch = int(prefetch or 0)
         self._pin_memory = pin_memory
