@@ -4,6 +4,7 @@ from importlib.metadata import version as _version
 
 from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor
 
+from rl_modules import functional
 from rl_modules.actors import (
     Actor,
     ActorCriticOperator,
@@ -103,6 +104,15 @@ from rl_modules.sequence import (
     OnlineDTActor,
 )
 from rl_modules.value_norm import PopArtValueNorm, RunningValueNorm, ValueNorm
+from rl_modules.value_transforms import (
+    ComposeValueTransform,
+    IdentityValueTransform,
+    SignedHyperbolicValueTransform,
+    SymLogValueTransform,
+    ValueTransform,
+    signed_hyperbolic,
+    signed_parabolic,
+)
 
 __version__ = _version("rl-modules")
 
@@ -207,4 +217,16 @@ __all__ += [
     "DecisionTransformer",
     "DecisionTransformerInferenceWrapper",
     "OnlineDTActor",
+]
+
+# Invertible value-target transforms.
+__all__ += [
+    "ComposeValueTransform",
+    "IdentityValueTransform",
+    "SignedHyperbolicValueTransform",
+    "SymLogValueTransform",
+    "ValueTransform",
+    "functional",
+    "signed_hyperbolic",
+    "signed_parabolic",
 ]

@@ -9,6 +9,8 @@ cross-entropy loss.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 __all__ = [
@@ -26,6 +28,17 @@ DEFAULT_NUM_BINS = 255
 DEFAULT_BIN_RANGE = 20.0
 
 
+def odd_extension(f: Callable[[torch.Tensor], torch.Tensor], value: torch.Tensor) -> torch.Tensor:
+    """``sign(x) f(|x|)`` for an ``f`` with ``f(0) = 0``, whose autograd gradient at 0 is ``f'(0)``.
+
+    ``sign(x) * f(x.abs())`` has gradient 0 at ``x = 0`` (``sign``, ``abs`` and
+    ``clamp`` all pass no gradient there); this form feeds each branch of a
+    ``where`` only the inputs of its own sign (0 elsewhere, inside ``f``'s domain).
+    """
+    neg = value < 0
+    return torch.where(neg, -f(torch.where(neg, -value, 0.0)), f(torch.where(neg, 0.0, value)))
+
+
 def symlog(value: torch.Tensor) -> torch.Tensor:
     """``sign(x) * log(1 + |x|)``, element-wise (DreamerV3, eq. 1).
 
@@ -33,7 +46,7 @@ def symlog(value: torch.Tensor) -> torch.Tensor:
         >>> symlog(torch.tensor([-(torch.e - 1), 0.0, torch.e - 1]))
         tensor([-1.,  0.,  1.])
     """
-    return torch.sign(value) * torch.log1p(value.abs())
+    return odd_extension(torch.log1p, value)
 
 
 def symexp(value: torch.Tensor) -> torch.Tensor:
@@ -43,7 +56,7 @@ def symexp(value: torch.Tensor) -> torch.Tensor:
         >>> symexp(symlog(torch.tensor([-50.0, 3.0]))).round()
         tensor([-50.,   3.])
     """
-    return torch.sign(value) * torch.expm1(value.abs())
+    return odd_extension(torch.expm1, value)
 
 
 def default_bins(
