@@ -19,7 +19,7 @@ def _adversary(*transforms, max_cycles=25):
 
 def test_reward_sum_sums_every_group():
     env = _adversary(RewardSum(), max_cycles=3)
-    assert env.transform[0].in_keys == [("adversary", "reward"), ("agent", "reward")]
+    assert env.transform.in_keys == [("adversary", "reward"), ("agent", "reward")]
     check_env_specs(env)
     torch.manual_seed(0)
     td = env.rollout(7, break_when_any_done=False)

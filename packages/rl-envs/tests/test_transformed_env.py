@@ -195,3 +195,42 @@ def test_append_transform_on_a_plain_env_wraps_it():
     assert isinstance(env, TransformedEnv) and env.base_env is base
     assert env.rollout(3)["next", "step_count"].flatten().tolist() == [1, 2, 3]
     assert env.append_transform(StepCounter(step_count_key="other")) is env
+
+
+def test_a_single_transform_is_env_transform_itself():
+    norm = ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"])
+    env = TransformedEnv(PendulumEnv(), norm)
+    assert env.transform is norm and not norm.training
+    obs = env.reset()["observation"]
+    env.append_transform(StepCounter())
+    assert isinstance(env.transform, Compose) and env.transform[0] is norm
+    assert not env.transform[1].training
+    assert env.transform[0].parent.transform.__class__ is Compose
+    env.insert_transform(0, RewardSum())
+    assert [type(t).__name__ for t in env.transform] == [
+        "RewardSum",
+        "ObservationNorm",
+        "StepCounter",
+    ]
+    assert obs.shape == (3,) and "step_count" in env.observation_spec
+
+
+def test_plain_functions_are_transforms():
+    def add_y(td):
+        return td.set("y", td.get("y", torch.zeros(td.shape)) + 1)
+
+    env = TransformedEnv(PendulumEnv(), add_y)
+    env.append_transform(add_y)
+    env.transform.append(add_y)
+    assert env.reset()["y"] == 3
+    env.transform = add_y
+    assert env.reset()["y"] == 1
+
+
+def test_unknown_attributes_are_read_from_the_base_env():
+    base = PendulumEnv()
+    base.some_setting = 7
+    env = TransformedEnv(base, StepCounter())
+    assert env.some_setting == 7
+    with pytest.raises(AttributeError, match="tralala"):
+        _ = env.tralala

@@ -195,7 +195,7 @@ def test_same_instance_round_trips_a_rollout():
     env = TransformedEnv(Drift(batch_size=[2]), NextObservationDelta())
     reference = Drift(batch_size=[2]).rollout(5, growing, break_when_any_done=False)
     stored = env.rollout(5, growing, break_when_any_done=False)
-    rebuilt = env.transform[0](stored.clone())
+    rebuilt = env.transform(stored.clone())
     assert set(rebuilt.keys(True, True)) == set(reference.keys(True, True))
     torch.testing.assert_close(
         rebuilt["next", "observation"], reference["next", "observation"], atol=1e-3, rtol=0
@@ -204,11 +204,11 @@ def test_same_instance_round_trips_a_rollout():
 
 def test_in_keys_are_the_float_observations_of_the_parent():
     env = TransformedEnv(Drift(), NextObservationDelta())
-    assert env.transform[0].in_keys == ["observation"]  # "count" is int64
+    assert env.transform.in_keys == ["observation"]  # "count" is int64
     td, _ = env.step_and_maybe_reset(tenth_third(env.reset()))
     assert ("next", "count") in td.keys(True, True)
     none = TransformedEnv(Drift(), NextObservationDelta(excluded_dtypes=(torch.float32,)))
-    assert none.transform[0].in_keys == []
+    assert none.transform.in_keys == []
     td, _ = none.step_and_maybe_reset(tenth_third(none.reset()))
     assert ("next", "observation") in td.keys(True, True)
 
@@ -273,7 +273,7 @@ class NestedDrift(EnvBase):
 
 def test_nested_observation_keys():
     env = TransformedEnv(NestedDrift(), NextObservationDelta())
-    assert env.transform[0].in_keys == [("agent", "pos")]
+    assert env.transform.in_keys == [("agent", "pos")]
     td, root = env.step_and_maybe_reset(tenth_third(env.reset()))
     expected = torch.tensor([FP16_TENTH, FP16_THIRD], dtype=torch.float16)
     assert torch.equal(td["next", "delta", "agent", "pos"], expected)
@@ -287,7 +287,7 @@ def test_nested_observation_keys():
     want, _ = _loop(other, other_root, tenth_third, 4)
     assert_same(got, want)
     check_env_specs(env)
-    rebuilt = env.transform[0](got.clone())
+    rebuilt = env.transform(got.clone())
     torch.testing.assert_close(
         rebuilt["next", "agent", "pos"][:-1], got["agent", "pos"][1:], atol=1e-3, rtol=0
     )

@@ -26,15 +26,15 @@ def test_init_stats_standardises_rollouts():
     env = TransformedEnv(PendulumEnv(batch_size=[4]), ObservationNorm(in_keys=["observation"]))
     env.set_seed(0)
     torch.manual_seed(0)
-    env.transform[0].init_stats(num_iter=200, reduce_dim=(0, 1))
+    env.transform.init_stats(num_iter=200, reduce_dim=(0, 1))
     base = PendulumEnv(batch_size=[4])
     base.set_seed(0)
     torch.manual_seed(0)
     raw = base.rollout(200, break_when_any_done=False)["observation"]
     mean, std = raw.mean((0, 1)), raw.std((0, 1))
     # independent closed form: loc = -mean/std, scale = 1/std
-    torch.testing.assert_close(env.transform[0].loc, -mean / std)
-    torch.testing.assert_close(env.transform[0].scale, 1 / std)
+    torch.testing.assert_close(env.transform.loc, -mean / std)
+    torch.testing.assert_close(env.transform.scale, 1 / std)
     env.set_seed(0)
     torch.manual_seed(0)
     out = env.rollout(200, break_when_any_done=False)["observation"]

@@ -32,7 +32,7 @@ def _reference_sums(reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
 
 def test_reward_sum_defaults_to_grouped_reward_keys():
     env = _env(RewardSum())
-    t = env.transform[0]
+    t = env.transform
     assert t.in_keys == [("agents", "reward")]
     assert t.out_keys == [("agents", "episode_reward")]
     spec = env.full_observation_spec["agents", "episode_reward"]

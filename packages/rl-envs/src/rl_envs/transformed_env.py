@@ -10,6 +10,7 @@ from tensordict import TensorDictBase
 
 from rl_envs.env_base import EnvBase, keep_preset_next
 from rl_envs.rollout_backend import RolloutBackend, choose_backend
+from rl_envs.transforms.callable import as_transform
 from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.primer import primer_from_mapping
 from rl_envs.transforms.transform import EnvSpecs, Transform
@@ -17,17 +18,28 @@ from rl_envs.transforms.transform import EnvSpecs, Transform
 __all__ = ["InnerEnv", "TransformedEnv"]
 
 
-def _flatten(compose: Compose) -> list[Transform]:
+def _flatten(transform: Transform) -> list[Transform]:
+    if not isinstance(transform, Compose):
+        return [transform]
     out: list[Transform] = []
-    for t in compose.transforms:
-        out.extend(_flatten(t) if isinstance(t, Compose) else [t])
+    for t in transform.transforms:
+        out.extend(_flatten(t))
     return out
 
 
 def _as_transform(transform: Any) -> Transform:
+    """A Transform from a transform, a ``{key: spec}`` mapping (a primer) or a callable."""
     if isinstance(transform, Mapping) and not isinstance(transform, Transform):
         return primer_from_mapping(transform)
-    return transform
+    return as_transform(transform)
+
+
+def _detach_all(transform: Transform) -> list[Transform]:
+    """The transforms of ``transform`` (its members if a Compose), each detached."""
+    if isinstance(transform, Compose):
+        return [transform.pop(0) for _ in range(len(transform))]
+    transform.reset_parent()
+    return [transform]
 
 
 def _keep_policy_next(tensordict: TensorDictBase, next_td: TensorDictBase) -> None:
@@ -89,6 +101,15 @@ class InnerEnv:
         return out
 
 
+_SPEC_NAMES = frozenset(
+    f"{prefix}{kind}_spec"
+    for prefix in ("", "full_")
+    for kind in ("action", "done", "observation", "reward", "state", "input", "output")
+)
+# read before the base env exists (nn.Module init, pickling): never forwarded
+_NOT_FORWARDED = frozenset({"base_env", "transform", "_modules", "_parameters", "_buffers"})
+
+
 class TransformedEnv(EnvBase):
     """Wraps ``base_env`` so that every output goes through ``transform``.
 
@@ -103,7 +124,10 @@ class TransformedEnv(EnvBase):
     Args:
         base_env: the env to wrap. A ``TransformedEnv`` is unwrapped (its
             transforms move to the front of the new stack) unless ``auto_unwrap=False``.
-        transform: a transform or a ``Compose`` (default: an empty ``Compose``).
+        transform: a transform, a ``Compose`` or a callable ``TensorDict -> TensorDict``
+            (default: an empty ``Compose``). ``env.transform`` is that object itself, as
+            in TorchRL; ``append_transform`` / ``insert_transform`` turn a single transform
+            into a ``Compose`` holding it.
         cache_specs: kept for TorchRL parity; specs are always cached and
             recomputed when the stack changes.
         auto_unwrap: see ``base_env``.
@@ -134,8 +158,7 @@ class TransformedEnv(EnvBase):
             )
         inner: list[Transform] = []
         if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
-            while len(base_env.transform):
-                inner.insert(0, base_env.transform.pop())
+            inner = _detach_all(base_env.transform)
             base_env = base_env.base_env
         super().__init__(
             device=base_env.device,
@@ -148,16 +171,64 @@ class TransformedEnv(EnvBase):
         self.cache_specs = cache_specs
         if transform is None:
             transform = Compose()
-        elif not isinstance(transform, Compose):
-            transform = Compose(transform)
-        for t in reversed(inner):
-            transform.insert(0, t)
+        transform = _as_transform(transform)
+        if inner:
+            transform = Compose(*inner, *_detach_all(transform))
         transform.set_container(self)
+        transform.eval()
         self.transform = transform
         self._needs_inv = False
         self._inv_exposed: list[Any] = []
         self._last_reset: tuple[TensorDictBase, TensorDictBase] | None = None
         self.empty_cache()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "transform" and "transform" in self.__dict__.get("_modules", {}):
+            self._replace_transform(value)
+            return
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        """Attributes the env does not have are read from the base env, as in TorchRL."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError as err:
+            if name.startswith("__") or name in _NOT_FORWARDED:
+                raise
+            if name in _SPEC_NAMES:
+                raise AttributeError(
+                    f"Could not get {name} because an internal error was raised. To find what "
+                    "this error is, call env.transform.transform_<kind>_spec(...) on the base "
+                    "env's spec directly."
+                ) from err
+            base = self.__dict__.get("_modules", {}).get("base_env")
+            if base is None:
+                raise
+            return getattr(base, name)
+
+    def _replace_transform(self, transform: Any) -> None:
+        """``env.transform = t``: detaches the old stack, installs ``t`` and recomputes specs."""
+        transform = _as_transform(transform)
+        old = self._modules["transform"]
+        if old is not None and old is not transform and old.container is self:
+            old.reset_parent()
+        transform.set_container(self)
+        transform.eval()
+        self._modules["transform"] = transform
+        self.empty_cache()
+
+    def _env_with(self, transforms: list[Transform]) -> TransformedEnv:
+        """A new env of this class: the base env seen through ``transforms`` (a Compose)."""
+        return type(self)(self.base_env, Compose(*transforms), auto_unwrap=False)
+
+    @property
+    def batch_locked(self) -> bool:
+        """Whether the env only accepts its own batch size (the base env's setting)."""
+        return getattr(self.base_env, "batch_locked", True)
+
+    @batch_locked.setter
+    def batch_locked(self, value: bool) -> None:
+        raise RuntimeError("batch_locked is a read-only property of a TransformedEnv.")
 
     def __repr__(self) -> str:
         return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={self.transform!r})"
@@ -216,12 +287,23 @@ class TransformedEnv(EnvBase):
         A ``{key: spec-like}`` mapping (e.g. ``lstm.make_tensordict_primer()``) becomes a
         :class:`TensorDictPrimer`, as in TorchRL.
         """
-        self.transform.append(_as_transform(transform))
+        transform = _as_transform(transform)
+        transform.eval()
+        if not isinstance(self.transform, Compose):
+            self.transform = Compose(*_detach_all(self.transform))
+        if isinstance(transform, Compose) and type(transform) is Compose:
+            for t in _detach_all(transform):
+                self.transform.append(t)
+        else:
+            self.transform.append(transform)
         return self
 
     def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
         """Inserts ``transform`` at ``index`` of the stack; returns the env."""
         transform = _as_transform(transform)
+        transform.eval()
+        if not isinstance(self.transform, Compose):
+            self.transform = Compose(*_detach_all(self.transform))
         self.transform.insert(index, transform)
         return self
 

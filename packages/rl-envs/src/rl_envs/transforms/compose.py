@@ -8,6 +8,7 @@ from typing import Any
 from tensordict import TensorDictBase
 from torch import nn
 
+from rl_envs.transforms.callable import as_transform
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
 
@@ -35,8 +36,7 @@ class Compose(Transform):
         super().__init__()
         if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
             transforms = tuple(transforms[0])
-        for t in transforms:
-            _check_transform(t)
+        transforms = tuple(as_transform(t) for t in transforms)
         self.transforms = nn.ModuleList(transforms)
         for t in transforms:
             t.set_container(self)
@@ -121,13 +121,13 @@ class Compose(Transform):
         return self.transforms[index]
 
     def append(self, transform: Transform) -> None:
-        _check_transform(transform)
+        transform = as_transform(transform)
         transform.set_container(self)
         self.transforms.append(transform)
         self._invalidate_specs()
 
     def insert(self, index: int, transform: Transform) -> None:
-        _check_transform(transform)
+        transform = as_transform(transform)
         n = len(self.transforms)
         if not -n - 1 <= index <= n:
             raise IndexError(f"insert index {index} is out of range for {n} transforms.")
@@ -156,11 +156,3 @@ class Compose(Transform):
 
     def extra_repr(self) -> str:
         return ""
-
-
-def _check_transform(t: object) -> None:
-    if not isinstance(t, Transform):
-        raise TypeError(
-            f"Compose holds Transform objects, got {type(t).__name__}. Wrap a plain function "
-            "in a Transform subclass overriding _call."
-        )

@@ -401,9 +401,7 @@ class Transform(nn.Module):
         env, preceding = self._env_and_index()
         if env is None:
             return None
-        # the env's own classes: this module imports neither TransformedEnv nor Compose
-        stack = type(env.transform)(*[t.clone() for t in preceding])
-        return type(env)(env.base_env, stack, auto_unwrap=False)
+        return env._env_with([t.clone() for t in preceding])
 
     def _invalidate_specs(self) -> None:
         """Tells the enclosing env that this transform's specs changed."""
