@@ -130,7 +130,7 @@ def test_bad_extend_raises_and_writes_nothing(make, bad):
         err, match = TypeError, "dtype torch.uint8, the storage holds torch.bool"
     with pytest.raises(err, match=match):
         rb.extend(data)
-    assert len(rb) == 5 and rb.writer.state_dict()["cursor"] == 5
+    assert len(rb) == 5 and rb.writer.state_dict()["_cursor"] == 5
     assert (rb.storage.get(torch.arange(5)) == before).all()
 
 

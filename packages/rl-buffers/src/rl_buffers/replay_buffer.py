@@ -20,6 +20,7 @@ from rl_buffers._transforms import BufferTransforms
 from rl_buffers.sample_units import SampleUnit
 from rl_buffers.samplers.base import Sampler
 from rl_buffers.samplers.random import RandomSampler
+from rl_buffers.storages import _generations as generations
 from rl_buffers.storages.base import Storage
 from rl_buffers.storages.list_storage import ListStorage
 from rl_buffers.writers import RoundRobinWriter
@@ -111,7 +112,10 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         if transform is not None and transform_factory is not None:
             raise ValueError("pass transform or transform_factory, not both.")
         if shared and prefetch:
-            raise ValueError("a shared buffer cannot prefetch: pass prefetch=None or shared=False.")
+            raise ValueError(
+                "Cannot share prefetched replay buffers: a shared buffer cannot prefetch; "
+                "pass prefetch=0 (or None), or shared=False."
+            )
         self._parts = Parts(storage, sampler, writer, transform, transform_factory,
                             collate_fn, bool(compilable), generator)  # fmt: skip
         self._batch_size = batch_size
@@ -187,7 +191,10 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         A shared buffer cannot prefetch (the background thread would not be shared).
         """
         if shared and self._prefetch:
-            raise ValueError("a shared buffer cannot prefetch: build it with prefetch=None.")
+            raise ValueError(
+                "Cannot share prefetched replay buffers (a shared buffer cannot prefetch): "
+                "build it with prefetch=0 (or None), or keep shared=False."
+            )
         self.shared = bool(shared)
         return self
 
@@ -296,6 +303,12 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         return self._writer
 
     @property
+    def write_count(self) -> int:
+        """Items written through :meth:`add` / :meth:`extend` since the buffer was built or
+        emptied (checkpoints keep it)."""
+        return int(getattr(self._writer, "_write_count", 0))
+
+    @property
     def batch_size(self) -> int | None:
         return self._batch_size
 
@@ -350,6 +363,9 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
                 index, info = self._sample_unit.expand(index, info, self._storage)
                 added = [key for key in info if key not in drawn]
             info["index"] = index
+            if getattr(self._writer, "tracks_generations", False):
+                info["index_generation"] = self._writer.generations_of(index)
+                added.append("index_generation")
             data, written = self._read(index, info)
         if self._collate_fn is not None:
             data = self._collate_fn(data)
@@ -461,5 +477,6 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
         with self._lock:
             self._futures.clear()
             self._storage.empty()
+            generations.age(self._storage)
             self._writer.empty(empty_write_count=empty_write_count)
             self._sampler.empty()

@@ -51,7 +51,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
         return TensorDictRoundRobinWriter()
 
     def _ignored_keys(self) -> tuple:
-        return (("index",), self.priority_weight_key)
+        return (("index",), ("index_generation",), self.priority_weight_key)
 
     def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
         storage = self._storage

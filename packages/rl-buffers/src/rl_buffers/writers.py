@@ -2,36 +2,86 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 from tensordict import is_tensor_collection
 
 from rl_buffers._layout import NestedKey, as_tuple
+from rl_buffers.storages import _generations as generations
 from rl_buffers.storages.base import Storage
 
 
 class RoundRobinWriter:
     """Writes at a cursor that wraps around: the oldest items are overwritten first.
 
+    Args:
+        compilable: TorchRL's flag, kept (no multiprocessing bookkeeping here).
+        track_generations: stamp every slot with the number of times it was written
+            (kept on the storage, see :mod:`rl_buffers.storages._generations`):
+            samples then carry ``"index_generation"``, and :meth:`generations_of`
+            tells whether a sampled record was overwritten since.
+
     Examples:
         >>> from rl_buffers import LazyTensorStorage
-        >>> writer = RoundRobinWriter()
+        >>> writer = RoundRobinWriter(track_generations=True)
         >>> writer.register_storage(LazyTensorStorage(3))
         >>> writer.extend(torch.arange(4.0))
         tensor([0, 1, 2, 0])
+        >>> writer.generations_of(torch.arange(3))
+        tensor([1, 0, 0])
     """
 
-    def __init__(self, compilable: bool = False) -> None:
+    def __init__(self, compilable: bool = False, *, track_generations: bool = False) -> None:
         self._compilable = bool(compilable)  # TorchRL's flag; no mp bookkeeping to replace here
         self._storage: Storage | None = None
         self._cursor = 0
         self._write_count = 0  # items written through add / extend (TorchRL's counter)
+        self._track_generations = bool(track_generations)
+        self._slot_generations: torch.Tensor | None = None  # stamps set before a storage exists
 
     def register_storage(self, storage: Storage) -> None:
         """Attaches the storage; the cursor resumes where the storage's last write ended."""
         self._storage = storage
         self._cursor = storage.last_cursor if len(storage) else 0
+        if self._track_generations:
+            generations.enable(storage)
+            if self._slot_generations is not None:
+                generations.set_table(storage, self._slot_generations)
+                self._slot_generations = None
+
+    @property
+    def tracks_generations(self) -> bool:
+        """Whether this writer asked for slot generations (``track_generations=True``)."""
+        return self._track_generations
+
+    @property
+    def _generation(self) -> torch.Tensor | None:
+        """The slot stamps (TorchRL's attribute); they live on the storage once registered."""
+        holder = self._storage if self._storage is not None else self
+        return generations.table(holder)
+
+    @_generation.setter
+    def _generation(self, stamps: torch.Tensor) -> None:
+        if self._storage is None:
+            self._slot_generations = torch.as_tensor(stamps, dtype=torch.int64).clone()
+        else:
+            generations.set_table(self._storage, stamps)
+
+    def generations_of(self, index: Any) -> torch.Tensor:
+        """The generation of the slots at ``index`` (``-1``: never written, out of range, or
+        not tracked). Compare with a sample's ``"index_generation"`` to spot overwritten data."""
+        holder = self._storage if self._storage is not None else self
+        if not self._track_generations and generations.table(holder) is None:
+            return generations.lookup(None, index)
+        return generations.lookup(holder, index)
+
+    def write_at(self, index: torch.Tensor, data: Any) -> None:
+        """Overwrites the slots ``index`` with ``data`` (the cursor does not move)."""
+        index = torch.as_tensor(index)
+        self._storage.set(index, data)
+        generations.bump(self._storage, index, self._storage.write_capacity(data))
 
     def add(self, data: Any) -> torch.Tensor:
         """Writes one item batch of size 1 (the buffer adds the batch dim)."""
@@ -55,6 +105,7 @@ class RoundRobinWriter:
             storage.set(index, data)
             self._cursor = (self._cursor + n) % capacity
             self._write_count += n
+            generations.bump(storage, positions, capacity)
         return positions
 
     def empty(self, empty_write_count: bool = True) -> None:
@@ -64,11 +115,28 @@ class RoundRobinWriter:
             self._write_count = 0
 
     def state_dict(self) -> dict:
-        return {"cursor": self._cursor, "write_count": self._write_count}
+        state: dict[str, Any] = {"_cursor": self._cursor, "_write_count": self._write_count}
+        stamps = self._generation if self._track_generations else None
+        if stamps is not None:
+            state["_generation"] = stamps.cpu().clone()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
-        self._cursor = int(state["cursor"])
-        self._write_count = int(state.get("write_count", 0))
+        # TorchRL's keys; "cursor" / "write_count" are this package's older ones
+        self._cursor = int(state["_cursor"] if "_cursor" in state else state["cursor"])
+        self._write_count = int(state.get("_write_count", state.get("write_count", 0)))
+        if state.get("_generation") is not None:
+            self._generation = state["_generation"]
+
+    def dumps(self, path: str | Path) -> None:
+        """Saves the cursor, the write count and the generations into directory ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "writer.pt")
+
+    def loads(self, path: str | Path) -> None:
+        """Restores what :meth:`dumps` saved at ``path``."""
+        self.load_state_dict(torch.load(Path(path) / "writer.pt", weights_only=True))
 
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
@@ -136,6 +204,12 @@ class TensorDictMaxValueWriter:
         self._storage: Storage | None = None
         self._ranks: torch.Tensor | None = None
         self._write_count = 0
+
+    tracks_generations = False  # slot generations are a round-robin writer feature
+
+    def generations_of(self, index: Any) -> torch.Tensor:
+        """``-1`` for every slot: this writer does not track generations."""
+        return generations.lookup(None, index)
 
     @property
     def _cursor(self) -> int:
@@ -214,12 +288,29 @@ class TensorDictMaxValueWriter:
         if empty_write_count:
             self._write_count = 0
 
+    @property
+    def _current_top_values(self) -> list[float]:
+        """The ranks of the stored items (TorchRL's attribute)."""
+        if self._ranks is None:
+            return []
+        return self._ranks[torch.isfinite(self._ranks)].tolist()
+
     def state_dict(self) -> dict:
         return {"ranks": self._ranks.clone(), "write_count": self._write_count}
 
     def load_state_dict(self, state: dict) -> None:
         self._ranks = state["ranks"].clone()
         self._write_count = int(state.get("write_count", 0))
+
+    def dumps(self, path: str | Path) -> None:
+        """Saves the ranks and the write count into directory ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "writer.pt")
+
+    def loads(self, path: str | Path) -> None:
+        """Restores what :meth:`dumps` saved at ``path``."""
+        self.load_state_dict(torch.load(Path(path) / "writer.pt", weights_only=True))
 
 
 class ImmutableDatasetWriter:
