@@ -1,6 +1,11 @@
 """Env transforms: one transform (or a tight family) per file, TorchRL names and semantics."""
 
 from rl_envs.transforms.action import ActionScaling, FlattenAction
+from rl_envs.transforms.action_chunk import (
+    ACTION_CHUNK_KEY,
+    ACTION_IS_PAD_KEY,
+    ActionChunkTransform,
+)
 from rl_envs.transforms.action_discretizer import ActionDiscretizer
 from rl_envs.transforms.action_mask import ActionMask
 from rl_envs.transforms.burn_in import BurnInTransform
@@ -44,6 +49,9 @@ from rl_envs.transforms.vecnorm import VecNorm
 from rl_envs.transforms.vecnorm_v2 import VecNormV2
 
 __all__ = [
+    "ACTION_CHUNK_KEY",
+    "ACTION_IS_PAD_KEY",
+    "ActionChunkTransform",
     "ActionDiscretizer",
     "ActionMask",
     "ActionScaling",
