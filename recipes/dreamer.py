@@ -22,22 +22,11 @@ slow (EMA) critic regulariser. ``--device cuda`` trains on a GPU (envs and repla
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import (
-    InteractionType,
-    TensorDictModule,
-    TensorDictSequential,
-    set_interaction_type,
-)
-from torch import nn
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
@@ -53,6 +42,14 @@ from _common import (
     seed_everything,
     write_summary,
 )
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import (
+    InteractionType,
+    TensorDictModule,
+    TensorDictSequential,
+    set_interaction_type,
+)
+from torch import nn
 
 from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
 from rl_envs import DMControlEnv, DreamerEnv, PendulumEnv

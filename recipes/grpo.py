@@ -26,15 +26,11 @@ single-turn arithmetic needs none of it.
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
-from tensordict import TensorDict
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
@@ -48,6 +44,7 @@ from _common import (
     seed_everything,
     write_summary,
 )
+from tensordict import TensorDict
 
 from rl_llm import ChatHistory, GRPOLoss, History, SFTLoss, TransformersWrapper
 from rl_llm.data import make_arithmetic_problems

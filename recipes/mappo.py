@@ -16,16 +16,11 @@ all agents' observations (MAPPO) or local to each agent (``--mappo false``: IPPO
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
-from tensordict.nn import TensorDictModule
-from torch import nn
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
@@ -45,6 +40,8 @@ from _marl import (
     make_pettingzoo_env,
     make_vmas_env,
 )
+from tensordict.nn import TensorDictModule
+from torch import nn
 
 from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
 from rl_collectors import Collector

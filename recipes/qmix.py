@@ -13,16 +13,11 @@ The team reward is the mean of the agents' rewards, as in TorchRL's qmix_vdn exa
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import torch
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
     RunConfig,
     RunLogger,
@@ -38,6 +33,8 @@ from _common import (
     seed_everything,
 )
 from _marl import GROUP, evaluate_team, finished_return, make_vmas_env
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
 
 from rl_buffers import LazyTensorStorage, RandomSampler, ReplayBuffer
 from rl_collectors import Collector

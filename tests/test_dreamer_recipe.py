@@ -3,19 +3,12 @@ clearly without CUDA (the learning runs themselves are in docs/results.md)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import dreamer
 import pytest
 import torch
+from _common import parse_config
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "recipes"))
-
-import dreamer  # noqa: E402
-from _common import parse_config  # noqa: E402
-
-from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer  # noqa: E402
+from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
 
 
 def test_device_flag_errors(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -196,8 +196,6 @@ def test_ppo_loss_runs_on_kernel_advantages():
 def _load_recipe(name: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
-    if str(ROOT / "recipes") not in sys.path:  # the recipes import their siblings (_common)
-        sys.path.insert(0, str(ROOT / "recipes"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses resolve field types through sys.modules

@@ -21,8 +21,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-# a recipe imports its siblings (``_common``) as a script does, from its own folder
-sys.path.insert(0, str(ROOT / "recipes"))
 RECIPES = sorted(p.stem for p in (ROOT / "recipes").glob("*.py") if not p.stem.startswith("_"))
 
 

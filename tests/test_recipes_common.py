@@ -16,7 +16,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "recipes"))
 _spec = importlib.util.spec_from_file_location("_common", ROOT / "recipes" / "_common.py")
 common = importlib.util.module_from_spec(_spec)
 sys.modules["_common"] = common  # dataclasses resolve field types through sys.modules

@@ -5,17 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 
+import _aggregate as agg
+import multiseed
 import numpy as np
 import pytest
 import scipy.stats
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "recipes"))  # the recipes import their siblings as scripts do
-import _aggregate as agg  # noqa: E402
-import multiseed  # noqa: E402
 
 
 def test_iqm_is_the_mean_of_the_middle_half_by_hand() -> None:

@@ -21,7 +21,6 @@ pytest.importorskip("h5py")
 pytest.importorskip("minari")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "recipes"))
 OFFLINE = ("iql", "cql", "td3_bc", "bc")
 
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "recipes"))
 
 
 def load_recipe(name: str) -> ModuleType:

@@ -14,7 +14,6 @@ import torch
 pytest.importorskip("mujoco")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "recipes"))
 
 
 def load_recipe(name: str) -> ModuleType:
