@@ -16,6 +16,7 @@ from rl_buffers._buffer_checkpoint import Checkpointing
 from rl_buffers._buffer_inplace import InPlaceWrites, unsqueeze
 from rl_buffers._buffer_parts import BUILT_ON_INIT, Parts, built, built_instance
 from rl_buffers._buffer_query import TrajectoryQueries
+from rl_buffers._buffer_update import ConditionalUpdates
 from rl_buffers._transforms import BufferTransforms
 from rl_buffers.sample_units import SampleUnit
 from rl_buffers.samplers.base import Sampler
@@ -37,7 +38,7 @@ def stack_items(items: list[Any]) -> Any:
     return items
 
 
-class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries):
+class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalUpdates):
     """A replay buffer of tensors, pytrees of tensors, TensorDicts or any object.
 
     Args:
