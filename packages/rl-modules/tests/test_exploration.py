@@ -118,3 +118,29 @@ def test_ou_noise_state_in_tensordict_and_reset():
     expected = prev + 0.5 * (0.0 - prev) * 0.1 + 0.3 * math.sqrt(0.1) * eps
     torch.testing.assert_close(nxt["_ou_prev_noise"], expected)
     assert nxt["_ou_steps"].squeeze(-1).tolist() == [2, 1, 2]
+
+
+def test_egreedy_spec_can_come_later_and_shape_is_checked():
+    td = TensorDict(action=torch.zeros(5, 4), batch_size=[5])
+    module = EGreedyModule(spec=None, eps_init=1.0, eps_end=1.0)
+    with pytest.raises(RuntimeError, match="spec must be provided"):
+        module(td.clone())
+    # with a mask, no spec is needed
+    masked = EGreedyModule(spec=None, eps_init=1.0, eps_end=1.0, action_mask_key="mask")
+    mask = torch.zeros(5, 3, dtype=torch.bool)
+    mask[:, 2] = True
+    out = masked(TensorDict(action=torch.zeros(5, dtype=torch.long), mask=mask, batch_size=[5]))
+    assert (out["action"] == 2).all()
+    module.spec = specs.BoxSpec(-torch.ones(3), torch.ones(3))
+    with pytest.raises(ValueError, match="Action spec shape does not match the action shape"):
+        module(td.clone())
+    module.spec = specs.BoxSpec(-torch.ones(4), torch.ones(4))
+    assert (module(td.clone())["action"] != 0).all()
+
+
+def test_noise_modules_take_a_device_and_ou_needs_a_spec():
+    box = specs.BoxSpec(-torch.ones(2), torch.ones(2))
+    assert AdditiveGaussianModule(box, device="meta").sigma.device.type == "meta"
+    assert OrnsteinUhlenbeckProcessModule(box, device="meta").eps.device.type == "meta"
+    with pytest.raises(RuntimeError, match="spec cannot be None"):
+        OrnsteinUhlenbeckProcessModule(spec=None)

@@ -132,7 +132,7 @@ def test_q_value_heads_take_tensors_as_keywords_and_name_a_missing_mask():
     action, action_value, chosen = QValueModule(action_space="categorical")(action_value=values)
     assert action.tolist() == [1] and chosen.tolist() == [[3.0]]
     torch.testing.assert_close(action_value, values)
-    with pytest.raises(KeyError, match="Action mask key 'mask' not found"):
+    with pytest.raises(KeyError, match="Action mask key mask not found in TensorDict"):
         QValueModule(action_space="one_hot", action_mask_key="mask")(
             TensorDict(action_value=values, batch_size=[1])
         )

@@ -156,7 +156,7 @@ class QValueModule(TensorDictModuleBase):
         who = type(self).__name__
         if self.action_mask_key is not None and tensordict.get(self.action_mask_key, None) is None:
             raise KeyError(
-                f"{who}: Action mask key {self.action_mask_key!r} not found in the TensorDict "
+                f"{who}: Action mask key {self.action_mask_key} not found in TensorDict "
                 f"(it holds {sorted(map(str, tensordict.keys(True, True)))}); write the mask "
                 "there or build the module without action_mask_key."
             )

@@ -46,7 +46,8 @@ class EGreedyModule(TensorDictModuleBase):
     told apart by the action's shape against the mask's).
 
     Args:
-        spec: spec-like action spec (``rand`` is used).
+        spec: spec-like action spec (``rand`` is used). May be ``None`` when every
+            call carries an action mask, or set later (``module.spec = ...``).
         eps_init: initial epsilon.
         eps_end: final epsilon.
         annealing_num_steps: steps to go from one to the other.
@@ -77,9 +78,8 @@ class EGreedyModule(TensorDictModuleBase):
         action_mask_key: NestedKey | None = None,
     ) -> None:
         super().__init__()
-        if spec is None:
-            raise ValueError("EGreedyModule: a spec-like action spec is required (spec.rand()).")
-        require_attr(spec, "rand", "EGreedyModule", "to draw random actions")
+        if spec is not None:
+            require_attr(spec, "rand", "EGreedyModule", "to draw random actions")
         self.spec = spec
         self.eps_init, self.eps_end = float(eps_init), float(eps_end)
         self.annealing_num_steps = int(annealing_num_steps)
@@ -98,6 +98,22 @@ class EGreedyModule(TensorDictModuleBase):
             )
         )
 
+    def _spec_rand(self, action: torch.Tensor, batch: torch.Size) -> torch.Tensor:
+        if self.spec is None:
+            raise RuntimeError(
+                "EGreedyModule: spec must be provided to the exploration wrapper to draw random "
+                "actions: pass spec= (the env's action spec), set module.spec, or give "
+                "action_mask_key so random actions come from the mask."
+            )
+        shape = getattr(self.spec, "shape", None)
+        if shape is not None and tuple(action.shape[len(batch) :]) != tuple(shape):
+            raise ValueError(
+                f"EGreedyModule: Action spec shape does not match the action shape: spec "
+                f"{tuple(shape)}, action {tuple(action.shape)} with batch {tuple(batch)}. Give "
+                "the spec of the action this module reads (action_key)."
+            )
+        return self.spec.rand(batch).to(action.device)
+
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if exploration_type() not in (ExplorationType.RANDOM, None):
             return tensordict
@@ -115,7 +131,7 @@ class EGreedyModule(TensorDictModuleBase):
                 )
             random = random_allowed_action(mask, one_hot).to(action.dtype)
         else:
-            random = self.spec.rand(batch).to(action.device)
+            random = self._spec_rand(action, batch)
         explore = torch.rand(batch, device=action.device) < self.eps
         explore = explore.reshape(*batch, *([1] * (action.ndim - len(batch))))
         tensordict.set(self.action_key, torch.where(explore, random, action))

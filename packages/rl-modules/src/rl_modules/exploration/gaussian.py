@@ -31,6 +31,7 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         std: standard deviation of the noise (before ``sigma``).
         action_key: the action entry.
         safe: project the noisy action into ``spec``.
+        device: where the annealing buffers live.
 
     Examples:
         >>> import torch
@@ -55,6 +56,7 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         *,
         action_key: NestedKey = "action",
         safe: bool = True,
+        device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         if safe and spec is None:
@@ -66,8 +68,8 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         self.action_key = action_key
         self.in_keys = [action_key]
         self.out_keys = [action_key]
-        self.register_buffer("sigma", torch.tensor(self.sigma_init))
-        self.register_buffer("_steps", torch.tensor(0, dtype=torch.long))
+        self.register_buffer("sigma", torch.tensor(self.sigma_init, device=device))
+        self.register_buffer("_steps", torch.tensor(0, dtype=torch.long, device=device))
 
     def step(self, frames: int = 1) -> None:
         """Advance the annealing of ``sigma`` by ``frames`` steps."""

@@ -46,6 +46,7 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         is_init_key: the trajectory-start flag.
         noise_key, steps_key: where the process state is stored.
         safe: project the noisy action into ``spec``.
+        device: where the annealing buffers live.
 
     Examples:
         >>> import torch
@@ -78,10 +79,14 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         noise_key: NestedKey = "_ou_prev_noise",
         steps_key: NestedKey = "_ou_steps",
         safe: bool = True,
+        device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         if safe and spec is None:
-            raise ValueError("OrnsteinUhlenbeckProcessModule: safe=True needs a spec.")
+            raise RuntimeError(
+                "OrnsteinUhlenbeckProcessModule: spec cannot be None. safe=True projects the noisy "
+                "action into it; pass the action spec, or safe=False."
+            )
         self.spec, self.safe = spec, safe
         self.eps_init, self.eps_end = float(eps_init), float(eps_end)
         self.annealing_num_steps = int(annealing_num_steps)
@@ -93,8 +98,8 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         self.noise_key, self.steps_key = noise_key, steps_key
         self.in_keys = [action_key, is_init_key, noise_key, steps_key]
         self.out_keys = [action_key, noise_key, steps_key]
-        self.register_buffer("eps", torch.tensor(self.eps_init))
-        self.register_buffer("_steps", torch.tensor(0, dtype=torch.long))
+        self.register_buffer("eps", torch.tensor(self.eps_init, device=device))
+        self.register_buffer("_steps", torch.tensor(0, dtype=torch.long, device=device))
 
     def step(self, frames: int = 1) -> None:
         """Advance the annealing of ``eps`` by ``frames`` steps."""
