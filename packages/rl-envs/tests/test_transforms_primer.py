@@ -41,7 +41,5 @@ def test_partial_reset_and_random():
 def test_callable_default_and_errors():
     t = TensorDictPrimer(h=Unbounded(shape=(2,)), default_value=lambda: torch.tensor([1.0, 2.0]))
     torch.testing.assert_close(t(TensorDict())["h"], torch.tensor([1.0, 2.0]))
-    with pytest.raises(ValueError, match="at least one"):
-        TensorDictPrimer()
     with pytest.raises(KeyError, match="default_value"):
         TensorDictPrimer(a=Unbounded(shape=(1,)), default_value={"b": 1.0})

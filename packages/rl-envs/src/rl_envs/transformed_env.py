@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -358,9 +359,12 @@ class TransformedEnv(EnvBase):
         self.base_env.set_state(state["base_env"])
         self.transform.load_state_dict(state["transform"])
 
-    def close(self) -> None:
-        """Closes the base env."""
-        self.base_env.close()
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Closes the base env (``raise_if_closed`` is passed on where it accepts it)."""
+        if "raise_if_closed" in inspect.signature(self.base_env.close).parameters:
+            self.base_env.close(raise_if_closed=raise_if_closed)
+        else:
+            self.base_env.close()
 
 
 def _base_backend(env: TransformedEnv, root: TensorDictBase, mode: str) -> RolloutBackend | None:

@@ -18,6 +18,7 @@ from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
 from rl_envs.transforms.finite_check import FiniteTensorDictCheck
 from rl_envs.transforms.frame_skip import FrameSkipTransform
+from rl_envs.transforms.gsde_noise import gSDENoise
 from rl_envs.transforms.hash import Hash
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
 from rl_envs.transforms.init_tracker import InitTracker
@@ -27,6 +28,7 @@ from rl_envs.transforms.next_observation_delta import NextObservationDelta
 from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.permute import PermuteTransform
+from rl_envs.transforms.pin_memory import PinMemoryTransform
 from rl_envs.transforms.primer import TensorDictPrimer
 from rl_envs.transforms.remove_empty_specs import RemoveEmptySpecs
 from rl_envs.transforms.reward2go import Reward2GoTransform
@@ -80,6 +82,7 @@ __all__ = [
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
+    "PinMemoryTransform",
     "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
@@ -101,4 +104,5 @@ __all__ = [
     "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
+    "gSDENoise",
 ]

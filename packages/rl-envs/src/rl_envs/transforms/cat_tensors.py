@@ -17,7 +17,8 @@ class CatTensors(Transform):
     """Concatenates ``in_keys`` along ``dim`` into ``out_key`` (e.g. DMC observation dicts).
 
     Args:
-        in_keys: the entries (sorted by name first when ``sort``).
+        in_keys: the entries (sorted by name first when ``sort``); ``None``: every
+            one-dimensional observation of the env, read when the transform joins it.
         out_key: the destination.
         dim: the concatenation dim (negative: a feature dim).
         del_keys: drop the inputs afterwards.
@@ -43,8 +44,9 @@ class CatTensors(Transform):
         sort: bool = True,
     ) -> None:
         keys = as_key_list(in_keys)
-        if not keys:
-            raise ValueError("CatTensors needs in_keys: the entries to concatenate.")
+        self._lazy = not keys
+        if self._lazy and dim != -1:
+            raise ValueError("CatTensors: without in_keys (read from the env) dim must be -1.")
         if sort:
             keys = sorted(keys, key=lambda k: k if isinstance(k, str) else ".".join(k))
         if dim >= 0:
@@ -57,6 +59,11 @@ class CatTensors(Transform):
         self.unsqueeze_if_oor = unsqueeze_if_oor
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        if self._lazy:
+            raise RuntimeError(
+                "CatTensors() without in_keys takes them from its env's observation spec: put "
+                "it in a TransformedEnv first, or pass in_keys."
+            )
         values = []
         for key in self.in_keys:
             value = next_tensordict.get(key, None)
@@ -81,6 +88,10 @@ class CatTensors(Transform):
         from rl_envs.transforms._utils import unbounded_like
 
         obs = specs.observation
+        if self._lazy:  # every one-dimensional observation (TorchRL's default)
+            keys = [k for k, v in obs.items(True, True) if len(v.shape) == obs.ndim + 1]
+            self.in_keys = sorted(keys, key=lambda k: k if isinstance(k, str) else ".".join(k))
+            self._lazy = False
         shapes = []
         for key in self.in_keys:
             if not spec_has(obs, key):

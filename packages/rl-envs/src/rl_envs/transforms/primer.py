@@ -86,8 +86,6 @@ class TensorDictPrimer(Transform):
             entries.update({k: primers[k] for k in keys})
         entries.update(kwargs)
         entries = {key: _as_tensor_spec(key, spec) for key, spec in entries.items()}
-        if not entries:
-            raise ValueError("TensorDictPrimer needs at least one primer: pass key=spec.")
         if random and default_value is not None:
             raise ValueError("TensorDictPrimer: pass random=True or default_value, not both.")
         keys_list = list(entries)

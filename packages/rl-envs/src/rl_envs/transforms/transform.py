@@ -362,8 +362,13 @@ class Transform(nn.Module):
         return self.__dict__["_container"]
 
     def set_container(self, container: Any) -> None:
+        """Records the ``Compose`` or env holding this transform.
+
+        A transform already inside an env cannot join another one (``clone()`` it); one
+        that only sits in a free-standing ``Compose`` moves to the new container.
+        """
         current = self.__dict__["_container"]
-        if current is not None and current is not container:
+        if current is not None and current is not container and self._env_and_index()[0]:
             raise RuntimeError(
                 f"{type(self).__name__} already belongs to {type(current).__name__}: a transform "
                 "lives in one env at a time. Use transform.clone() to reuse it elsewhere."
