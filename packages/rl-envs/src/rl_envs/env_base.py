@@ -43,6 +43,14 @@ Public behaviour:
   ``("next", "recurrent_state_h")`` written by an LSTM policy) are kept unless
   ``_step`` returns the same key (the env wins, as in TorchRL): ``"next"`` is
   updated, not replaced (``keep_preset_next``).
+* Partial steps: with a bool ``"_step"`` mask of shape ``batch_size`` in the input,
+  ``step`` steps only the entries where it is ``True`` (TorchRL's behaviour). An
+  all-``True`` mask is a plain step; an all-``False`` one does not call ``_step``: the
+  ``"next"`` is :meth:`EnvBase.skip_tensordict` (observations and done flags carried
+  over, zero rewards). Otherwise ``_step`` gets the mask under ``"_step"`` and steps
+  those entries: ``SerialEnv`` / ``ParallelEnv`` step only the flagged sub-envs and
+  fill the others with the skip values; a plain env reads the mask itself. The mask
+  is removed from the input once stepped.
 * ``step_and_maybe_reset(td) -> (td, root)``: ``step``, then ``step_mdp``, then the
   env's post-step-mdp hooks (``env.post_step_mdp_hooks``, ``None`` for plain envs;
   a ``TransformedEnv`` runs those of its transforms, e.g. ``NextObservationDelta``);
@@ -311,7 +319,48 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             KeyError / ValueError / RuntimeError: see the module docstring.
         """
         self._check_step_input(tensordict)
+        if "_step" in tensordict.keys():  # noqa: SIM118 (a partial step; cheaper than get)
+            return self._partial_step(tensordict, tensordict.get("_step"))
         return self._step_unchecked(tensordict)
+
+    def _partial_step(self, tensordict: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+        """``step`` of an input holding a ``"_step"`` mask (see "Partial steps")."""
+        del tensordict["_step"]
+        if bool(mask.all()):
+            return self._step_unchecked(tensordict)
+        if not bool(mask.any()):
+            tensordict.set("next", self.skip_tensordict(tensordict))
+            return tensordict
+        tensordict.set("_step", mask)
+        self._step_unchecked(tensordict)
+        del tensordict["_step"]
+        return tensordict
+
+    def skip_tensordict(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """The ``"next"`` of entries that are not stepped (a partial step, ``"_step"``).
+
+        Observations and done flags keep the values ``tensordict`` holds (zeros for the
+        entries it lacks), rewards are zero.
+
+        Example:
+            >>> from rl_envs import PendulumEnv
+            >>> env = PendulumEnv()
+            >>> td = env.reset()
+            >>> nxt = env.skip_tensordict(td)
+            >>> bool((nxt["observation"] == td["observation"]).all()), nxt["reward"].item()
+            (True, 0.0)
+        """
+        skip = self._full_done_spec.zero()
+        skip.update(self._full_observation_spec.zero())
+        skip.update(self._full_reward_spec.zero())
+        reward_keys = set(self.reward_keys)
+        for key in list(skip.keys(True, True)):
+            if key in reward_keys:
+                continue
+            value = tensordict.get(key, None)
+            if value is not None:
+                skip.set(key, value.clone())
+        return skip
 
     def _check_step_input(self, tensordict: TensorDictBase) -> None:
         if tensordict.batch_size != self._batch_size:
@@ -347,12 +396,19 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             ``"next"``); ``root`` is the input of the next step.
         """
         self._check_step_input(tensordict)
+        if "_step" in tensordict.keys():  # noqa: SIM118
+            tensordict = self.step(tensordict)
+            return self._maybe_reset_after_step(tensordict)
         return self._step_and_maybe_reset_unchecked(tensordict)
 
     def _step_and_maybe_reset_unchecked(
         self, tensordict: TensorDictBase
     ) -> tuple[TensorDictBase, TensorDictBase]:
-        tensordict = self._step_unchecked(tensordict)
+        return self._maybe_reset_after_step(self._step_unchecked(tensordict))
+
+    def _maybe_reset_after_step(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         root = step_mdp(tensordict, reward_keys=self.reward_keys, action_keys=self.action_keys)
         hooks = self.post_step_mdp_hooks
         if hooks is not None:

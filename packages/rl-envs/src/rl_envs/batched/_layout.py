@@ -8,6 +8,8 @@ allocated once (in shared memory for ParallelEnv):
 - ``inputs``: action and state entries plus the ``"_reset"`` mask (parent writes);
 - ``next``: the step outputs (observations, rewards, done flags; workers write);
 - ``reset``: the reset outputs (observations, done flags, states; workers write).
+
+and ``step_mask`` the ``"_step"`` mask of a partial step (parent writes).
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ class Buffers:
     input_keys: list[NestedKey]
     next_keys: list[NestedKey]
     reset_keys: list[NestedKey]
+    step_mask: torch.Tensor  # bool, batch_size: the sub-envs a partial step steps
 
 
 def make_buffers(env: Any, shared: bool) -> Buffers:
@@ -154,11 +157,13 @@ def make_buffers(env: Any, shared: bool) -> Buffers:
     inputs.set("_reset", torch.ones((*batch, 1), dtype=torch.bool, device=env.device))
     nxt = zeros(next_keys, all_specs)
     reset = zeros(reset_keys, all_specs)
+    step_mask = torch.ones(batch, dtype=torch.bool, device=env.device)
     if shared:
         inputs.share_memory_()
         nxt.share_memory_()
         reset.share_memory_()
-    return Buffers(inputs, nxt, reset, input_keys, next_keys, reset_keys)
+        step_mask.share_memory_()
+    return Buffers(inputs, nxt, reset, input_keys, next_keys, reset_keys, step_mask)
 
 
 def _unique(keys: list[NestedKey]) -> list[NestedKey]:
@@ -183,3 +188,22 @@ def write_inputs(buffers: Buffers, tensordict: TensorDictBase, owner: str) -> No
                 "policy (or env.rand_action(td)) and carry state entries over with step_mdp."
             )
         inputs.get(key).copy_(value)
+
+
+def fill_skipped(
+    env: Any, out: TensorDictBase, tensordict: TensorDictBase, mask: torch.Tensor
+) -> TensorDictBase:
+    """Writes ``env.skip_tensordict(tensordict)`` into the rows of ``out`` not in ``mask``.
+
+    ``out`` is the ``"next"`` of a partial step: the stepped entries (``mask``, of shape
+    ``batch_size``) hold the sub-envs' outputs, the others stale buffer content.
+    """
+    skip = env.skip_tensordict(tensordict)
+    keep = mask.reshape(env.batch_size)
+    for key in skip.keys(True, True):
+        value = out.get(key, None)
+        if value is None:
+            continue
+        m = keep.reshape(*keep.shape, *([1] * (value.ndim - keep.ndim)))
+        out.set(key, torch.where(m, value, skip.get(key)))
+    return out

@@ -6,9 +6,11 @@ writes its outputs into views of ``buffers.next`` / ``buffers.reset`` with
 ``copy_``: nothing is allocated, stacked or pickled per step.
 
 Worker protocol (one duplex pipe per worker, one-byte commands, replies
-``b"k"`` or ``b"e" + traceback``): ``s`` step, ``r`` reset (the rows flagged in
+``b"k"`` or ``b"e" + traceback``): ``s`` step, ``p`` step the sub-envs flagged in
+``buffers.step_mask`` (a partial step), ``r`` reset (the rows flagged in
 ``inputs["_reset"]``), ``d<seed>`` seed sub-env ``j`` with ``seed + first + j``,
-``c`` close. Exact state (not per step, so pickled): ``g`` replies
+``c`` close. Without buffers (``use_buffers=False``): ``S`` / ``R`` + pickled inputs step /
+reset the sub-envs and reply ``b"k"`` + the pickled outputs. Exact state (not per step, so pickled): ``g`` replies
 ``b"k" + pickle([state of each sub-env])``, ``t + pickle([states])`` restores them;
 their failures reply ``b"n" + pickle((not_implemented, message))`` and leave the
 worker running. A worker also exits when its parent process disappears.
@@ -30,16 +32,19 @@ from rl_envs.batched._gym_step import gym_stepper
 from rl_envs.batched._layout import Buffers, NestedKey, check_sub_env
 
 _PARENT_POLL_S = 1.0
+KEEP = "keep"  # reset_unbuffered: this sub-env is not reset
 
 
 class EnvGroup:
     """``k`` sub-envs stepping into rows ``first:first + k`` of shared buffers."""
 
-    def __init__(self, envs: list[Any], buffers: Buffers, first: int) -> None:
+    def __init__(self, envs: list[Any], buffers: Buffers | None, first: int) -> None:
         for env in envs:
             check_sub_env(env)
         self.envs = envs
         self.first = first
+        if buffers is None:  # use_buffers=False: TensorDicts go in and out (see *_unbuffered)
+            return
         self.buffers = buffers
         rows = range(first, first + len(envs))
         self.inputs = [buffers.inputs[i] for i in rows]
@@ -57,6 +62,22 @@ class EnvGroup:
             self.envs, self.inputs, self.next_dst, self.steppers, strict=True
         ):
             if fast is not None:
+                fast.step()
+            else:
+                _copy_into(dst, _step_one(env, td_in), type(env).__name__)
+
+    def step_partial(self) -> None:
+        """Steps the sub-envs flagged in ``buffers.step_mask`` (a partial step)."""
+        masks = self.buffers.step_mask[self.first : self.first + len(self.envs)]
+        for env, td_in, dst, fast, mask in zip(
+            self.envs, self.inputs, self.next_dst, self.steppers, masks, strict=True
+        ):
+            if not bool(mask.any()):
+                continue
+            if env.batch_size and not bool(mask.all()):
+                td = td_in.clone(False).set("_step", mask.clone())
+                _copy_into(dst, _step_one(env, td), type(env).__name__)
+            elif fast is not None:
                 fast.step()
             else:
                 _copy_into(dst, _step_one(env, td_in), type(env).__name__)
@@ -94,6 +115,21 @@ class EnvGroup:
             else:
                 out = env.reset()
             _copy_into(dst, out, type(env).__name__, missing_ok=True)
+
+    def step_unbuffered(self, tds: list[TensorDictBase | None]) -> list[TensorDictBase | None]:
+        """Steps sub-env ``j`` with ``tds[j]`` (``None``: not stepped); returns the outputs."""
+        return [
+            None if td is None else _step_one(env, td)
+            for env, td in zip(self.envs, tds, strict=True)
+        ]
+
+    def reset_unbuffered(self, items: list[Any]) -> list[TensorDictBase | None]:
+        """Resets sub-env ``j`` as ``items[j]`` says: :data:`KEEP` (not reset, ``None`` out),
+        ``None`` (a full reset) or a TensorDict with ``"_reset"`` (a partial one)."""
+        return [
+            None if item is KEEP else env.reset(item)
+            for env, item in zip(self.envs, items, strict=True)
+        ]
 
     def seed(self, seed: int | None, static_seed: bool) -> None:
         for j, env in enumerate(self.envs):
@@ -155,7 +191,10 @@ def _copy_into(
 
 
 def build_group(
-    fns: list[Callable[..., Any]], kwargs: list[dict[str, Any]], buffers: Buffers, first: int
+    fns: list[Callable[..., Any]],
+    kwargs: list[dict[str, Any]],
+    buffers: Buffers | None,
+    first: int,
 ) -> EnvGroup:
     return EnvGroup([fn(**kw) for fn, kw in zip(fns, kwargs, strict=True)], buffers, first)
 
@@ -164,7 +203,7 @@ def worker_loop(
     conn: Any,
     fns: Any,
     kwargs: list[dict[str, Any]],
-    buffers: Buffers,
+    buffers: Buffers | None,
     first: int,
     parent_pid: int,
     num_threads: int,
@@ -196,9 +235,14 @@ def worker_loop(
             if op in (b"g", b"t"):
                 _state_command(conn, group, cmd)
                 continue
+            if op in (b"S", b"R"):
+                _data_command(conn, group, cmd)
+                continue
             try:
                 if op == b"s":
                     group.step()
+                elif op == b"p":
+                    group.step_partial()
                 elif op == b"a":
                     group.step_reset()
                 elif op == b"r":
@@ -214,7 +258,8 @@ def worker_loop(
                 conn.send_bytes(b"k")
             except Exception:
                 _reply_error(
-                    conn, {b"s": "step", b"r": "reset", b"d": "set_seed"}.get(cmd[:1], "?")
+                    conn,
+                    {b"s": "step", b"p": "step", b"r": "reset", b"d": "set_seed"}.get(cmd[:1], "?"),
                 )
     finally:
         if group is not None:
@@ -233,6 +278,20 @@ def _state_command(conn: Any, group: EnvGroup, cmd: bytes) -> None:
     except Exception as exc:
         message = f"in worker pid {os.getpid()}:\n{traceback.format_exc()}"
         reply = b"n" + pickle.dumps((isinstance(exc, NotImplementedError), message))
+    with contextlib.suppress(BrokenPipeError, OSError):
+        conn.send_bytes(reply)
+
+
+def _data_command(conn: Any, group: EnvGroup, cmd: bytes) -> None:
+    """``S`` / ``R`` + pickled inputs (``use_buffers=False``): replies ``b"k"`` + the
+    pickled outputs of :meth:`EnvGroup.step_unbuffered` / :meth:`EnvGroup.reset_unbuffered`."""
+    try:
+        items = pickle.loads(cmd[1:])
+        outs = group.step_unbuffered(items) if cmd[:1] == b"S" else group.reset_unbuffered(items)
+        reply = b"k" + pickle.dumps(outs)
+    except Exception:
+        _reply_error(conn, "step" if cmd[:1] == b"S" else "reset")
+        return
     with contextlib.suppress(BrokenPipeError, OSError):
         conn.send_bytes(reply)
 

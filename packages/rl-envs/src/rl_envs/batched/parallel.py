@@ -19,10 +19,18 @@ from rl_envs.batched._layout import (
     Buffers,
     as_fn_list,
     as_kwargs_list,
+    fill_skipped,
     make_buffers,
     read_meta,
     set_batched_specs,
     write_inputs,
+)
+from rl_envs.batched._unbuffered import (
+    reset_items,
+    skip_rows,
+    stack_rows,
+    step_items,
+    wants_buffers,
 )
 from rl_envs.batched._worker import worker_loop
 from rl_envs.env_base import EnvBase
@@ -73,6 +81,10 @@ class ParallelEnv(EnvBase):
         num_threads: torch threads per worker (default 1).
         device: must be the sub-envs' device (kept for TorchRL parity).
         validate_actions: see :class:`~rl_envs.EnvBase`.
+        use_buffers: shared-memory buffers (``True``) or pickled TensorDicts through
+            the pipes, stacked lazily where the rows differ (``False``: for
+            observations that change shape or non-tensor data). Default: buffers
+            unless a spec has a ``-1`` dim or is ``NonTensor``.
 
     Example:
         >>> from rl_envs import PendulumEnv, ParallelEnv
@@ -94,6 +106,7 @@ class ParallelEnv(EnvBase):
         num_threads: int = 1,
         device: Any = None,
         validate_actions: bool = False,
+        use_buffers: bool | None = None,
     ) -> None:
         if envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}.")
@@ -140,7 +153,11 @@ class ParallelEnv(EnvBase):
         self.mp_start_method = mp_start_method
         self.num_threads = num_threads
         set_batched_specs(self, meta, n)
-        self._exchange: Buffers = make_buffers(self, shared=True)
+        self.use_buffers = wants_buffers(meta) if use_buffers is None else bool(use_buffers)
+        self._exchange: Buffers | None = (
+            make_buffers(self, shared=True) if self.use_buffers else None
+        )
+        self._rows: list[TensorDictBase | None] = [None] * n  # last reset rows (no buffers)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._closed = False
@@ -371,7 +388,20 @@ class ParallelEnv(EnvBase):
         self._wait_all(what, targets)
 
     # ----------------------------------------------------------------- hooks
+    def _unbuffered(self, cmd: bytes, items: list[Any]) -> list[TensorDictBase | None]:
+        """Sends each worker its sub-envs' items (``S`` / ``R``); returns the outputs by row."""
+        k = self.envs_per_worker
+        cmds = [cmd + pickle.dumps(items[i * k : (i + 1) * k]) for i in range(self.num_workers)]
+        what = "step" if cmd == b"S" else "reset"
+        return [
+            out for payload in self._exchange_state(cmds, what) for out in pickle.loads(payload)
+        ]
+
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        if self._exchange is None:
+            outs = self._unbuffered(b"R", reset_items(tensordict, self.batch_size[0]))
+            self._rows = [out if out is not None else self._rows[i] for i, out in enumerate(outs)]
+            return stack_rows(outs, self._rows)
         mask = tensordict.get("_reset", None) if tensordict is not None else None
         reset_buf = self._exchange.inputs.get("_reset")
         if mask is None:
@@ -386,9 +416,20 @@ class ParallelEnv(EnvBase):
         return self._exchange.reset.clone()
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._exchange is None:
+            items = step_items(tensordict, self.batch_size[0])
+            outs = self._unbuffered(b"S", items)
+            return stack_rows(outs, skip_rows(self, tensordict, items))
         write_inputs(self._exchange, tensordict, "ParallelEnv")
-        self._run(b"s", "step")
-        return self._exchange.next.clone()
+        mask = tensordict.get("_step", None)
+        if mask is None:
+            self._run(b"s", "step")
+            return self._exchange.next.clone()
+        step_mask = self._exchange.step_mask
+        step_mask.copy_(mask.reshape(self.batch_size))
+        per_worker = step_mask.reshape(self.num_workers, -1).any(-1)
+        self._run(b"p", "step", per_worker.nonzero().flatten().tolist())
+        return fill_skipped(self, self._exchange.next.clone(), tensordict, mask)
 
     def _set_seed(self, seed: int | None) -> None:
         self.set_seed(seed)
@@ -407,7 +448,11 @@ class ParallelEnv(EnvBase):
 
 
 def _backend_supports(env: EnvBase, root: TensorDictBase, policy: Any, mode: str) -> bool:
-    return type(env) is ParallelEnv and _fast.supports(env._exchange, root, policy, mode)
+    return (
+        type(env) is ParallelEnv
+        and env._exchange is not None
+        and _fast.supports(env._exchange, root, policy, mode)
+    )
 
 
 def _backend_run(

@@ -12,10 +12,18 @@ from rl_envs.batched._layout import (
     Buffers,
     as_fn_list,
     as_kwargs_list,
+    fill_skipped,
     make_buffers,
     read_meta,
     set_batched_specs,
     write_inputs,
+)
+from rl_envs.batched._unbuffered import (
+    reset_items,
+    skip_rows,
+    stack_rows,
+    step_items,
+    wants_buffers,
 )
 from rl_envs.batched._worker import EnvGroup
 from rl_envs.env_base import EnvBase
@@ -40,6 +48,11 @@ class SerialEnv(EnvBase):
         create_env_kwargs: keyword arguments for it (a dict, or one per sub-env).
         device: must be the sub-envs' device (kept for TorchRL parity).
         validate_actions: see :class:`~rl_envs.EnvBase`.
+        use_buffers: pass data through preallocated buffers (``True``) or as
+            TensorDicts, stacked lazily where the rows differ (``False``: for
+            observations that change shape or non-tensor data; see
+            ``rl_envs.batched._unbuffered``). Default: buffers unless a spec has a
+            ``-1`` dim or is ``NonTensor``.
 
     Example:
         >>> from rl_envs import PendulumEnv, SerialEnv
@@ -56,6 +69,7 @@ class SerialEnv(EnvBase):
         *,
         device: Any = None,
         validate_actions: bool = False,
+        use_buffers: bool | None = None,
     ) -> None:
         fns = as_fn_list(create_env_fn, num_workers)
         kwargs = as_kwargs_list(create_env_kwargs, num_workers)
@@ -75,8 +89,12 @@ class SerialEnv(EnvBase):
         self.create_env_fn = fns
         self.create_env_kwargs = kwargs
         set_batched_specs(self, meta, num_workers)
-        self._exchange: Buffers = make_buffers(self, shared=False)
+        self.use_buffers = wants_buffers(meta) if use_buffers is None else bool(use_buffers)
+        self._exchange: Buffers | None = (
+            make_buffers(self, shared=False) if self.use_buffers else None
+        )
         self._group = EnvGroup(envs, self._exchange, 0)
+        self._rows: list[TensorDictBase | None] = [None] * num_workers  # last reset rows
         self._closed = False
 
     @property
@@ -99,6 +117,10 @@ class SerialEnv(EnvBase):
 
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
         self._check_open()
+        if self._exchange is None:
+            outs = self._group.reset_unbuffered(reset_items(tensordict, self.num_workers))
+            self._rows = [out if out is not None else self._rows[i] for i, out in enumerate(outs)]
+            return stack_rows(outs, self._rows)
         mask = tensordict.get("_reset", None) if tensordict is not None else None
         reset_buf = self._exchange.inputs.get("_reset")
         if mask is None:
@@ -110,9 +132,18 @@ class SerialEnv(EnvBase):
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._check_open()
+        if self._exchange is None:
+            items = step_items(tensordict, self.num_workers)
+            outs = self._group.step_unbuffered(items)
+            return stack_rows(outs, skip_rows(self, tensordict, items))
         write_inputs(self._exchange, tensordict, "SerialEnv")
-        self._group.step()
-        return self._exchange.next.clone()
+        mask = tensordict.get("_step", None)
+        if mask is None:
+            self._group.step()
+            return self._exchange.next.clone()
+        self._exchange.step_mask.copy_(mask.reshape(self.batch_size))
+        self._group.step_partial()
+        return fill_skipped(self, self._exchange.next.clone(), tensordict, mask)
 
     def _set_seed(self, seed: int | None) -> None:
         self._check_open()
@@ -160,7 +191,11 @@ class SerialEnv(EnvBase):
 
 
 def _backend_supports(env: EnvBase, root: TensorDictBase, policy: Any, mode: str) -> bool:
-    return type(env) is SerialEnv and _fast.supports(env._exchange, root, policy, mode)
+    return (
+        type(env) is SerialEnv
+        and env._exchange is not None
+        and _fast.supports(env._exchange, root, policy, mode)
+    )
 
 
 def _backend_run(
