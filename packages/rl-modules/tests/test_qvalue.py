@@ -12,8 +12,10 @@ from torch import nn
 
 from rl_modules import (
     DistributionalQValueActor,
+    DistributionalQValueHook,
     DistributionalQValueModule,
     QValueActor,
+    QValueHook,
     QValueModule,
 )
 
@@ -136,3 +138,38 @@ def test_q_value_heads_take_tensors_as_keywords_and_name_a_missing_mask():
         QValueModule(action_space="one_hot", action_mask_key="mask")(
             TensorDict(action_value=values, batch_size=[1])
         )
+
+
+def test_q_value_hooks_on_a_plain_network():
+    torch.manual_seed(0)
+    net = nn.Linear(4, 5)
+    obs = torch.randn(3, 4)
+    ref = net(obs)
+    handle = net.register_forward_hook(QValueHook("one_hot"))
+    action, values, chosen = net(obs)
+    handle.remove()
+    torch.testing.assert_close(values, ref)
+    assert torch.equal(action, nn.functional.one_hot(ref.argmax(-1), 5))
+    torch.testing.assert_close(chosen, ref.max(-1, keepdim=True).values)
+    with pytest.raises(ValueError, match="action_space was not specified/not compatible"):
+        QValueHook("wrong")
+    support = torch.tensor([-1.0, 0.0, 2.0])
+    logp = torch.randn(2, 3, 5).log_softmax(-2)
+    action, values = DistributionalQValueHook("categorical", support)(None, None, logp)
+    expected = (logp.exp() * support[:, None]).sum(-2)
+    assert torch.equal(action, expected.argmax(-1)) and values is logp
+
+
+def test_qvalue_module_writes_masked_values_back_and_actor_takes_tensors():
+    values = torch.tensor([[1.0, 5.0, 3.0], [2.0, 0.0, -1.0]])
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    td = QValueModule(action_space="categorical", action_mask_key="mask")(
+        TensorDict(action_value=values.clone(), mask=mask, batch_size=[2])
+    )
+    lowest = torch.finfo(values.dtype).min
+    torch.testing.assert_close(td["action_value"], torch.where(mask, values, lowest))
+    assert td["action"].tolist() == [2, 1]
+    actor = QValueActor(nn.Identity(), action_space="categorical")
+    action, out_values, chosen = actor(values)
+    assert action.tolist() == [1, 0] and torch.equal(out_values, values)
+    torch.testing.assert_close(chosen, torch.tensor([[5.0], [2.0]]))

@@ -88,7 +88,8 @@ def action_space_of(spec_or_str: Any, who: str, *, allow_multi: bool = False) ->
         if kind is None or (kind == "mult_one_hot" and not allow_multi):
             allowed = "'categorical', 'one_hot'" + (", 'mult_one_hot'" if allow_multi else "")
             raise ValueError(
-                f"{who}: unknown action space {spec_or_str!r}; expected one of {allowed}."
+                f"{who}: action_space was not specified/not compatible: unknown action space "
+                f"{spec_or_str!r}; expected one of {allowed}."
             )
         return kind
     name = type(spec_or_str).__name__.lower().replace("_", "")

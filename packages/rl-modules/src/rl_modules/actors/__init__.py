@@ -13,6 +13,7 @@ from rl_modules.actors.qvalue import (
     QValueActor,
     QValueModule,
 )
+from rl_modules.actors.qvalue_hooks import DistributionalQValueHook, QValueHook
 from rl_modules.actors.safe import (
     SafeProbabilisticModule,
     SafeProbabilisticTensorDictSequential,
@@ -26,9 +27,11 @@ __all__ = [
     "ActorCriticWrapper",
     "ActorValueOperator",
     "DistributionalQValueActor",
+    "DistributionalQValueHook",
     "DistributionalQValueModule",
     "ProbabilisticActor",
     "QValueActor",
+    "QValueHook",
     "QValueModule",
     "SafeModule",
     "SafeProbabilisticModule",

@@ -184,7 +184,10 @@ class QValueModule(TensorDictModuleBase):
             action, chosen = greedy_action(values, self.action_space, mask, self._one_hot_dtype)
         action_key, value_key, chosen_key = self.out_keys
         tensordict.set(action_key, action)
-        if value_key != self.action_value_key:
+        if mask is not None:
+            # as TorchRL: the masked-out values are written back as the dtype's minimum
+            values = torch.where(mask, values, torch.finfo(values.dtype).min)
+        if value_key != self.action_value_key or mask is not None:
             tensordict.set(value_key, values)
         tensordict.set(chosen_key, chosen)
         return tensordict
@@ -236,7 +239,9 @@ class QValueActor(TensorDictSequential):
         super().__init__(net, head)
         self.spec = spec
 
+    @dispatch(auto_batch_size=False)
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """Run the net and the head (also callable with tensors: ``actor(obs)``)."""
         check_in_keys(tensordict, self.module[0].in_keys, type(self).__name__)
         return super().forward(tensordict, *args, **kwargs)
 
