@@ -15,6 +15,7 @@ from rl_envs.transforms.clip import ClipTransform
 from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
+from rl_envs.transforms.discrete_action_projection import DiscreteActionProjection
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
 from rl_envs.transforms.finite_check import FiniteTensorDictCheck
 from rl_envs.transforms.frame_skip import FrameSkipTransform
@@ -67,6 +68,7 @@ __all__ = [
     "Crop",
     "DTypeCastTransform",
     "DeviceCastTransform",
+    "DiscreteActionProjection",
     "DoubleToFloat",
     "EnvSpecs",
     "ExcludeTransform",
