@@ -89,6 +89,26 @@ def test_differentiable_keeps_the_graph():
     assert critic.module.weight.grad is None
 
 
+def test_differentiable_vtrace_holds_the_actor_out():
+    td = _batch()
+    critic = _critic()
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(torch.nn.Linear(4, 2), ["observation"], ["logits"]),
+        ProbabilisticTensorDictModule(
+            ["logits"], ["action"], distribution_class=torch.distributions.Categorical
+        ),
+    )
+    with torch.no_grad():  # behaviour log-probs above the learner's: rho < 1, not clipped
+        td["action_log_prob"] = actor.get_dist(td).log_prob(td["action"]).unsqueeze(-1) + 1.0
+    obs = td["observation"].requires_grad_()
+    out = VTrace(gamma=0.9, actor_network=actor, value_network=critic, differentiable=True)(td)
+    out["advantage"].sum().backward()
+    # gradients reach the data through the actor and the critic, never their weights (TorchRL)
+    assert obs.grad is not None and obs.grad.abs().sum() > 0
+    assert actor.module[0].module.weight.grad is None
+    assert critic.module.weight.grad is None
+
+
 def test_values_from_data_and_set_keys():
     td = _batch()
     critic = _critic()

@@ -12,7 +12,30 @@ from torch import nn
 from rl_kernels._backend import BACKENDS
 from rl_kernels.estimators._keys import ValueEstimatorKeys, get_entry, next_key, replace_keys
 
-__all__ = ["ValueEstimatorBase"]
+__all__ = ["ValueEstimatorBase", "held_out"]
+
+
+def held_out(
+    module: nn.Module, params: TensorDictBase | None = None
+) -> contextlib.AbstractContextManager:
+    """Run ``module`` (with ``params`` swapped in, if given) on detached parameters when
+    gradients are on: a differentiable estimator passes gradients to its inputs, never to the
+    critic's or actor's parameters (TorchRL's ``hold_out_net``). Under ``no_grad`` only the swap.
+
+    Examples:
+        >>> net = torch.nn.Linear(2, 1)
+        >>> x = torch.randn(3, 2, requires_grad=True)
+        >>> with held_out(net):
+        ...     y = net(x).sum()
+        >>> y.backward()
+        >>> net.weight.grad is None, x.grad is not None
+        (True, True)
+    """
+    if torch.is_grad_enabled():
+        params = (params if params is not None else TensorDict.from_module(module)).detach()
+    if params is None:
+        return contextlib.nullcontext()
+    return params.to_module(module, preserve_module_state=False)
 
 
 def standardize(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -120,16 +143,7 @@ class ValueEstimatorBase(nn.Module):
 
     def _call(self, td: TensorDictBase, params: TensorDictBase | None) -> torch.Tensor:
         net = self.value_network
-        if torch.is_grad_enabled():
-            # differentiable: gradients reach the inputs, never the critic's parameters
-            # (TorchRL's hold_out_net); its parameters run detached
-            params = (params if params is not None else TensorDict.from_module(net)).detach()
-        ctx = (
-            params.to_module(net, preserve_module_state=False)
-            if params is not None
-            else contextlib.nullcontext()
-        )
-        with ctx:
+        with held_out(net, params):
             out = net(td.select(*net.in_keys, strict=False))
         return get_entry(out, self.tensor_keys.value, owner=type(self).__name__, key_name="value")
 

@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from rl_kernels.estimators.common import ValueEstimatorBase, standardize
+from rl_kernels.estimators.common import ValueEstimatorBase, held_out, standardize
 from rl_kernels.scans.functional import vtrace_advantage_estimate
 
 __all__ = ["VTrace"]
@@ -101,7 +101,8 @@ class VTrace(ValueEstimatorBase):
         time_dim: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         log_mu = self._get(td, "sample_log_prob")
-        log_pi = self.actor_network.get_dist(td).log_prob(self._get(td, "action"))
+        with held_out(self.actor_network):  # TorchRL holds the actor out too
+            log_pi = self.actor_network.get_dist(td).log_prob(self._get(td, "action"))
         if log_pi.shape != reward.shape:
             log_pi = log_pi.reshape(reward.shape)
         if log_mu.shape != reward.shape:
