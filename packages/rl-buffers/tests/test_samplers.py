@@ -337,3 +337,31 @@ def test_slice_start_marks_the_stored_init_flag_only():
     with_flag = storage.get(index)
     with_flag["is_init"] = torch.zeros(4, 1, dtype=torch.bool)
     assert sampler.annotate(with_flag, info)["is_init"].view(2, 2)[:, 0].all()
+
+
+def test_without_replacement_reports_what_the_epoch_has_left():
+    sampler = SamplerWithoutReplacement(shuffle=False)
+    storage = _storage(5)
+    assert sampler._sample_list is None
+    sampler.sample(storage, 2)
+    assert sampler._sample_list.tolist() == [2, 3, 4]
+    sampler.sample(storage, 3)
+    assert sampler._sample_list is None  # the next call starts a new epoch
+    with pytest.raises(ValueError, match="greater than the storage capacity"):
+        SamplerWithoutReplacement(drop_last=True).sample(storage, 6)
+
+
+@pytest.mark.parametrize("make", [lambda: SliceSampler(slice_len=3, traj_key="traj"),
+                                  lambda: SliceSamplerWithoutReplacement(slice_len=3, traj_key="traj")])  # fmt: skip
+def test_slice_samplers_report_end_flags_in_info(make):
+    storage = LazyTensorStorage(12)
+    terminated = torch.zeros(12, 1, dtype=torch.bool)
+    terminated[[5, 11]] = True
+    storage.set(slice(0, 12), TensorDict({"traj": torch.arange(12) // 6, ("next", "done"): terminated,
+                                          ("next", "terminated"): terminated}, [12]))  # fmt: skip
+    index, info = make().sample(storage, 6)
+    truncated = info["next", "truncated"].view(2, 3)
+    assert truncated[:, -1].all() and not truncated[:, :-1].any()
+    stored = terminated[index]
+    assert torch.equal(info["next", "terminated"], stored)
+    assert torch.equal(info["next", "done"], stored | info["next", "truncated"])

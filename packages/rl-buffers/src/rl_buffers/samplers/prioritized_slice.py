@@ -117,6 +117,7 @@ class PrioritizedSliceSampler(SliceSampler):
         end = len(storage) if storage.ndim == 1 else self.priority.max_capacity
         p_min = self.priority._min_tree.query(0, end)
         info["_weight"] = torch.pow(p / p_min, -self.priority.beta)
+        self._end_flags(storage, index, info)
         return index, info
 
     def empty(self) -> None:

@@ -74,11 +74,20 @@ class SamplerWithoutReplacement(Sampler):
         self._len = n
         self.ran_out = False
 
+    @property
+    def _sample_list(self) -> torch.Tensor | None:
+        """What the current epoch has left to give (TorchRL's attribute); ``None`` when the
+        next call starts a new epoch."""
+        if self._perm is None or self.ran_out or self._pos >= self._len:
+            return None
+        return self._perm[self._pos :]
+
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         n = check_not_empty(storage)
         if self.drop_last and batch_size > n:
             raise ValueError(
-                f"drop_last=True with batch_size={batch_size} > {n} stored items: no full batch exists."
+                f"The batch size {batch_size} is greater than the storage capacity ({n} stored "
+                "items): with drop_last=True no full batch exists; lower the batch size."
             )
         if self._perm is None or n != self._len or self.ran_out or self._pos >= n:
             self._new_epoch(n)

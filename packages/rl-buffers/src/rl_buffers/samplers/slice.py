@@ -218,7 +218,31 @@ class SliceSampler(Sampler):
         eligible = self._eligible(trajs, slice_len)
         chosen = eligible[torch.randint(eligible.numel(), (n_slices,), generator=self._rng)]
         flat, info = self._slices(trajs, chosen, slice_len)
-        return storage.unravel(flat), info
+        index = storage.unravel(flat)
+        self._end_flags(storage, index, info)
+        return index, info
+
+    def _end_flags(self, storage: Storage, index: torch.Tensor, info: dict[str, Any]) -> None:
+        """Adds TorchRL's end flags of the sampled steps to ``info`` (with ``truncated_key``):
+        ``truncated`` on each slice's last real step, ``done`` (stored done or truncated) and
+        ``terminated`` (stored, else False), shaped as the stored ``done`` (else ``[n, 1]``)."""
+        if self.truncated_key is None:
+            return
+        done_key = _replace_last(self.truncated_key, "done")
+        terminated_key = _replace_last(self.truncated_key, "terminated")
+        where = index.cpu()
+        where = where if storage.ndim == 1 else (where[..., 0], where[..., 1])
+
+        def stored(key: tuple) -> torch.Tensor | None:
+            return storage.get_leaf(key)[where].cpu() if storage.has_key(key) else None
+
+        done = stored(done_key)
+        shape = done.shape if done is not None else (info["_slice_end"].shape[0], 1)
+        truncated = info["_slice_end"].reshape(-1, *([1] * (len(shape) - 1))).expand(shape).clone()
+        terminated = stored(terminated_key)
+        info[self.truncated_key] = truncated
+        info[done_key] = truncated | done.bool() if done is not None else truncated.clone()
+        info[terminated_key] = terminated if terminated is not None else torch.zeros_like(truncated)
 
     @staticmethod
     def _markers(valid: torch.Tensor) -> dict[str, Any]:
@@ -320,7 +344,9 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         if left == 0 or (self.drop_last and left < n_slices):
             self.ran_out = True
         flat, info = self._slices(trajs, chosen, slice_len)
-        return storage.unravel(flat), info
+        index = storage.unravel(flat)
+        self._end_flags(storage, index, info)
+        return index, info
 
     def empty(self) -> None:
         self._perm, self._pos, self._epoch_key, self.ran_out = None, 0, None, False
