@@ -23,6 +23,7 @@ from rl_buffers.samplers import (
     SamplerWithoutReplacement,
     SliceSampler,
     SliceSamplerWithoutReplacement,
+    StalenessAwareSampler,
 )
 from rl_buffers.schedulers import (
     LambdaScheduler,
@@ -91,6 +92,7 @@ __all__ = [
     "Sequence",
     "SliceSampler",
     "SliceSamplerWithoutReplacement",
+    "StalenessAwareSampler",
     "StepScheduler",
     "Storage",
     "StorageMemoryError",

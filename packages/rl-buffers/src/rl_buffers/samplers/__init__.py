@@ -5,6 +5,7 @@ from rl_buffers.samplers.prioritized import PrioritizedSampler
 from rl_buffers.samplers.prioritized_slice import PrioritizedSliceSampler
 from rl_buffers.samplers.random import RandomSampler, SamplerWithoutReplacement
 from rl_buffers.samplers.slice import SliceSampler, SliceSamplerWithoutReplacement
+from rl_buffers.samplers.staleness import StalenessAwareSampler
 
 __all__ = [
     "PrioritizedSampler",
@@ -14,4 +15,5 @@ __all__ = [
     "SamplerWithoutReplacement",
     "SliceSampler",
     "SliceSamplerWithoutReplacement",
+    "StalenessAwareSampler",
 ]
