@@ -15,13 +15,12 @@ from pathlib import Path
 import rl_envs
 
 ROOT = Path(rl_envs.__file__).parent
-PACKAGE = "rl_envs"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
@@ -52,9 +51,9 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """``{module: modules of the package it imports at run time}``."""
-    modules = _modules()
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """``{module: modules of the package it imports at run time}`` for the package at ``root``."""
+    modules = _modules(root)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
