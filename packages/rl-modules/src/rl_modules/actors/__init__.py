@@ -6,6 +6,7 @@ from rl_modules.actors.actor_critic import (
     ActorValueOperator,
 )
 from rl_modules.actors.common import Actor, SafeModule, ValueOperator
+from rl_modules.actors.multi_step import MultiStepActorWrapper
 from rl_modules.actors.probabilistic import ProbabilisticActor
 from rl_modules.actors.qvalue import (
     DistributionalQValueActor,
@@ -29,6 +30,7 @@ __all__ = [
     "DistributionalQValueActor",
     "DistributionalQValueHook",
     "DistributionalQValueModule",
+    "MultiStepActorWrapper",
     "ProbabilisticActor",
     "QValueActor",
     "QValueHook",
