@@ -3,6 +3,12 @@
 from importlib.metadata import version as _version
 
 from rl_buffers._memory import StorageMemoryError
+from rl_buffers.checkpointers import (
+    FlatStorageCheckpointer,
+    H5StorageCheckpointer,
+    NestedStorageCheckpointer,
+    StorageCheckpointerBase,
+)
 from rl_buffers.datasets import (
     D4RLExperienceReplay,
     DatasetFormatError,
@@ -65,6 +71,8 @@ __all__ = [
     "D4RLExperienceReplay",
     "DatasetFormatError",
     "DatasetReplayBuffer",
+    "FlatStorageCheckpointer",
+    "H5StorageCheckpointer",
     "HERReplayBuffer",
     "HindsightStrategy",
     "ImmutableDatasetWriter",
@@ -76,6 +84,7 @@ __all__ = [
     "MinSegmentTree",
     "MinariExperienceReplay",
     "MultiStep",
+    "NestedStorageCheckpointer",
     "ParameterScheduler",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
@@ -95,6 +104,7 @@ __all__ = [
     "StalenessAwareSampler",
     "StepScheduler",
     "Storage",
+    "StorageCheckpointerBase",
     "StorageMemoryError",
     "SumSegmentTree",
     "TensorDictMaxValueWriter",

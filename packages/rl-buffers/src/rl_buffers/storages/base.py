@@ -38,6 +38,8 @@ class Storage:
     ndim: int = 1
     _rng: torch.Generator | None = None  # set by ReplayBuffer.set_rng (TorchRL's attribute)
     _compilable: bool = False
+    # The on-disk format of dumps / loads (rl_buffers.checkpointers); None: the storage's own.
+    checkpointer: Any = None
 
     def __len__(self) -> int:
         raise NotImplementedError

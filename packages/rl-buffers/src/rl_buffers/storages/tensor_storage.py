@@ -381,11 +381,19 @@ class TensorStorage(Storage):
         self._after_write()
 
     def dumps(self, path: Path) -> None:
+        """Saves the storage into folder ``path``, in its :attr:`checkpointer`'s format if set."""
+        if self.checkpointer is not None:
+            self.checkpointer.dumps(self, path)
+            return
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         torch.save(self.state_dict(), path / "tensor_storage.pt")
 
     def loads(self, path: Path) -> None:
+        """Restores what :meth:`dumps` saved (with the same :attr:`checkpointer`)."""
+        if self.checkpointer is not None:
+            self.checkpointer.loads(self, path)
+            return
         self.load_state_dict(torch.load(Path(path) / "tensor_storage.pt", weights_only=False))
 
 
