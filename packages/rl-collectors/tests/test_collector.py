@@ -100,6 +100,23 @@ def test_max_frames_per_traj_truncates_and_resets() -> None:
     assert got["observation"][..., 0].max() == 3  # steps 0..3 within each trajectory
 
 
+class _NoTruncatedFlagEnv(ToyEnv):
+    """A ToyEnv whose steps carry no "truncated" entry (as many TorchRL mock envs)."""
+
+    def step(self, tensordict: TensorDict) -> TensorDict:
+        tensordict = super().step(tensordict)
+        tensordict.set("next", tensordict.get("next").exclude("truncated"))
+        return tensordict
+
+
+def test_max_frames_per_traj_adds_truncated_flag_when_env_has_none() -> None:
+    env = _NoTruncatedFlagEnv((2,), min_len=50, span=1)
+    collector = Collector(env, None, frames_per_batch=12, total_frames=12, max_frames_per_traj=3)
+    got = collector.next()
+    assert got["next", "truncated"].squeeze(-1).tolist() == [[False, False, True] * 2] * 2
+    assert got["observation"][..., 0].max() == 2
+
+
 @pytest.mark.parametrize("no_limit", [0, -1])
 def test_non_positive_max_frames_per_traj_means_no_limit(no_limit: int) -> None:
     """TorchRL's reading (its tutorials pass -1): nothing is truncated."""
@@ -218,8 +235,11 @@ def test_update_policy_weights_and_version() -> None:
         trainer_policy.weight.fill_(5.0)
     collector.update_policy_weights_()
     second = collector.next()
-    assert first["collector", "policy_version"].unique().tolist() == [0]
-    assert second["collector", "policy_version"].unique().tolist() == [1]
+    assert first["policy_version"].unique().tolist() == [0]
+    assert second["policy_version"].unique().tolist() == [1]
+    # TorchRL's PolicyVersion keys: the root and "next" hold the same version.
+    assert torch.equal(second["next", "policy_version"], second["policy_version"])
+    assert second["policy_version"].dtype == torch.int64
     assert (first["action"] == 0).all() and (second["action"] != 0).any()
     collector.update_policy_weights_({"weight": torch.tensor(0.0)})
     assert trainer_policy.weight.item() == 0.0  # same module: weights loaded in place

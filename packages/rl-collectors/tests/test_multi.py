@@ -38,7 +38,12 @@ def _ids_match_episodes(
 def test_sync_shapes_frames_ids_and_weight_sync() -> None:
     policy = ScalePolicy(0.0)
     with MultiSyncCollector(
-        TOY_2, policy, num_workers=2, frames_per_batch=40, total_frames=120
+        TOY_2,
+        policy,
+        num_workers=2,
+        frames_per_batch=40,
+        total_frames=120,
+        track_policy_version=True,
     ) as collector:
         batches = []
         for batch in collector:
@@ -48,7 +53,7 @@ def test_sync_shapes_frames_ids_and_weight_sync() -> None:
             collector.update_policy_weights_()
         assert collector.frames == 120 and collector.last_timings.frames == 40
     assert [b.shape for b in batches] == [torch.Size([2, 2, 10])] * 3
-    versions = [b["collector", "policy_version"].unique().tolist() for b in batches]
+    versions = [b["policy_version"].unique().tolist() for b in batches]
     assert versions == [[0], [1], [2]]
     # Version 0 acted with weight 0 (action 0); after the sync the workers act differently.
     assert (batches[0]["action"] == 0).all()
@@ -83,7 +88,12 @@ def test_sync_split_flatten_and_buffer() -> None:
 def test_async_frames_versions_and_outputs() -> None:
     policy = ScalePolicy(0.0)
     collector = MultiAsyncCollector(
-        TOY_2, policy, num_workers=2, frames_per_batch=20, total_frames=210
+        TOY_2,
+        policy,
+        num_workers=2,
+        frames_per_batch=20,
+        total_frames=210,
+        track_policy_version=True,
     )
     batches = []
     for index, batch in enumerate(collector):
@@ -99,13 +109,13 @@ def test_async_frames_versions_and_outputs() -> None:
         b.shape[0] == 2 for b in batches
     )
     for batch in batches:
-        version = batch["collector", "policy_version"].unique().tolist()
+        version = batch["policy_version"].unique().tolist()
         assert len(version) == 1
         # Each batch's actions agree with the weights of the version that produced it.
         assert (batch["action"] == 0).all() == (version == [0])
     # At most 4 batches were dispatched before the update (2 at start, 1 after each of the
     # first two yields); every later one runs the new weights, whichever worker is faster.
-    versions = [int(b["collector", "policy_version"][0, 0]) for b in batches]
+    versions = [int(b["policy_version"][0, 0]) for b in batches]
     assert versions.count(0) <= 4 and versions.count(1) >= 7
     assert MultiaSyncDataCollector is MultiAsyncCollector
 

@@ -43,7 +43,7 @@ def test_sync_and_async_with_weight_sync(local_ray: None) -> None:
             policy.weight.fill_(5.0)
         collector.update_policy_weights_()
     assert [b.shape for b in batches] == [torch.Size([2, 2, 10])] * 3 and collector.frames == 120
-    assert [b["collector", "policy_version"].unique().tolist() for b in batches] == [[0], [1], [2]]
+    assert [b["policy_version"].unique().tolist() for b in batches] == [[0], [1], [2]]
     assert (batches[0]["action"] == 0).all() and (batches[1]["action"] != 0).any()
     ids = torch.cat([b["collector", "traj_ids"].reshape(-1) for b in batches])
     assert ids.min() >= 0

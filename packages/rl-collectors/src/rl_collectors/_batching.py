@@ -16,7 +16,11 @@ from rl_collectors.split import split_trajectories
 
 TRAJ_IDS_KEY: tuple[str, str] = ("collector", "traj_ids")
 MASK_KEY: tuple[str, str] = ("collector", "mask")
-POLICY_VERSION_KEY: tuple[str, str] = ("collector", "policy_version")
+# TorchRL's PolicyVersion transform writes the version as an observation: at the root and in "next".
+POLICY_VERSION_KEYS: tuple[str | tuple[str, str], ...] = (
+    "policy_version",
+    ("next", "policy_version"),
+)
 
 
 @dataclass(frozen=True)

@@ -256,6 +256,7 @@ class MultiCollector(BackgroundCollection):
         use_buffers: bool | None = None,
         flatten: bool = False,
         progress_bar: bool = False,
+        track_policy_version: bool = False,
         mp_start_method: str | None = None,
         num_sub_threads: int = 1,
         track_traj_ids: bool = True,
@@ -294,6 +295,7 @@ class MultiCollector(BackgroundCollection):
         self._use_buffers = True  # batches are always written into preallocated buffers
         self.progress_bar = progress_bar
         self.track_traj_ids = track_traj_ids
+        self.track_policy_version = track_policy_version
         self.policy = policy
         self._pre_collect_hook = pre_collect_hook
         self._post_collect_hook = post_collect_hook
@@ -325,6 +327,7 @@ class MultiCollector(BackgroundCollection):
             "max_frames_per_traj": max_frames_per_traj,
             "init_random_frames": math.ceil((init_random_frames or 0) / self.num_workers),
             "reset_at_each_iter": reset_at_each_iter,
+            "track_policy_version": track_policy_version,
             "exploration_type": resolve_exploration_type(exploration_type),
             "storing_device": "cpu",
             "trust_policy": trust_policy,
@@ -596,8 +599,9 @@ class MultiCollector(BackgroundCollection):
     def update_policy_weights_(self, policy_or_weights: Any | None = None) -> None:
         """Copy the trainer's weights into shared memory (in place) and bump the version.
 
-        Every worker picks them up at the start of its next batch; each batch records
-        the version that produced it in ``("collector", "policy_version")``.
+        Every worker picks them up at the start of its next batch; with
+        ``track_policy_version=True`` each batch records the version that produced it in
+        ``"policy_version"`` and ``("next", "policy_version")``.
 
         Args:
             policy_or_weights: a module, a TensorDict of weights or a state_dict. ``None``:

@@ -44,9 +44,8 @@ def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
             total_frames=-1,
             create_env_kwargs=spec.create_env_kwargs,
             return_same_td=True,
-            track_policy_version=True,
             worker_idx=spec.index,
-            **spec.collector_kwargs,
+            **{"track_policy_version": True, **spec.collector_kwargs},
         )
     _set_hooks(collector, spec.hooks_bytes)
     collector._configure_worker(spec.index, spec.num_workers, shared_buffer)

@@ -15,7 +15,7 @@ from torch import nn
 from rl_collectors._autowrap import auto_wrap_policy
 from rl_collectors._background import BackgroundCollection
 from rl_collectors._batching import (
-    POLICY_VERSION_KEY,
+    POLICY_VERSION_KEYS,
     TRAJ_IDS_KEY,
     BatchTimings,
     check_options,
@@ -143,8 +143,8 @@ class Collector(BackgroundCollection):
             its signature: batches are always written into one preallocated buffer here,
             which gives the same batch for envs whose specs do not change shape.
         flatten: hand out ``[frames]`` instead of ``[*B, T]``.
-        track_policy_version: write ``("collector", "policy_version")`` (bumped by
-            :meth:`update_policy_weights_`).
+        track_policy_version: write ``"policy_version"`` and ``("next", "policy_version")``
+            (int64, bumped by :meth:`update_policy_weights_`), as TorchRL's ``PolicyVersion``.
         progress_bar: show a tqdm bar of collected frames.
         use_env_rollout: fill batches with ``env.rollout`` where possible (see above);
             ``False`` steps the env one step at a time, which also splits
@@ -373,11 +373,17 @@ class Collector(BackgroundCollection):
         self._step_count += 1
         self._step_count[done] = 0
         cut = self._step_count >= self.max_frames_per_traj
+        nxt = transition.get("next")
+        truncated = nxt.get(TRUNCATED_KEY, None)
+        if truncated is None:
+            # An env without a truncated flag gets one (every step, so batches keep one
+            # layout), as TorchRL's StepCounter adds it.
+            truncated = torch.zeros_like(nxt.get(DONE_KEY))
+            nxt.set(TRUNCATED_KEY, truncated)
         if not cut.any():
             return next_root
-        shaped = cut.reshape(*self.batch_size, 1).to(self.env_device)
-        nxt = transition.get("next")
-        nxt.set(TRUNCATED_KEY, nxt.get(TRUNCATED_KEY) | shaped)
+        shaped = cut.reshape(truncated.shape).to(truncated.device)
+        nxt.set(TRUNCATED_KEY, truncated | shaped)
         nxt.set(DONE_KEY, nxt.get(DONE_KEY) | shaped)
         self._step_count[cut] = 0
         return partial_reset(self.env, next_root, shaped)
@@ -490,7 +496,8 @@ class Collector(BackgroundCollection):
         self, written: int, t_start: float, env_s: float, policy_s: float, fused: bool = False
     ) -> int:
         if self.track_policy_version and written:
-            self._buffer.data.get(POLICY_VERSION_KEY)[..., :written].fill_(self.policy_version)
+            for key in POLICY_VERSION_KEYS:
+                self._buffer.data.get(key)[..., :written].fill_(self.policy_version)
         self._frames += written * self._env_numel
         self.last_timings = BatchTimings(
             frames=written * self._env_numel,
@@ -506,7 +513,7 @@ class Collector(BackgroundCollection):
             return
         extra: dict[Any, tuple[torch.dtype, tuple[int, ...]]] = {TRAJ_IDS_KEY: (torch.int64, ())}
         if self.track_policy_version:
-            extra[POLICY_VERSION_KEY] = (torch.int64, ())
+            extra.update({key: (torch.int64, ()) for key in POLICY_VERSION_KEYS})
         self._buffer = StepBuffer(
             transition,
             self._steps_per_batch,

@@ -23,8 +23,8 @@ class MultiAsyncCollector(MultiCollector):
     Every worker collects ``frames_per_batch`` frames, hands its batch over through
     shared memory and starts the next one at once; iteration yields the batch of
     whichever worker finished first, of shape ``[*env.batch_size, T]``. A batch may
-    come from weights older than the latest update: ``("collector",
-    "policy_version")`` says which (off-policy algorithms use this collector).
+    come from weights older than the latest update: with ``track_policy_version=True``,
+    ``"policy_version"`` says which (off-policy algorithms use this collector).
     Arguments are those of :class:`~rl_collectors.MultiSyncCollector` except
     ``preemptive_threshold``; ``frames_per_batch`` is per yielded batch and ``cat_results``
     is accepted but unused (each batch is one worker's).
@@ -33,7 +33,7 @@ class MultiAsyncCollector(MultiCollector):
         >>> collector = MultiAsyncCollector(make_env, policy, num_workers=2,
         ...                                 frames_per_batch=100, total_frames=1000)  # doctest: +SKIP
         >>> for batch in collector:  # doctest: +SKIP
-        ...     print(batch["collector", "policy_version"].max())
+        ...     print(batch["policy_version"].max())
     """
 
     _synchronous = False

@@ -27,7 +27,7 @@ class MultiSyncCollector(MultiCollector):
     them and yields one TensorDict of shape ``[N, *env.batch_size, T]`` (or the
     ``flatten`` / ``split_trajs`` forms). Workers only collect when asked, so
     weights updated between two iterations produce the whole next batch
-    (``("collector", "policy_version")`` says which version did).
+    (with ``track_policy_version=True``, ``"policy_version"`` says which version did).
 
     Args:
         create_env_fn: an env or a picklable env constructor (with ``num_workers``), or one
@@ -50,7 +50,8 @@ class MultiSyncCollector(MultiCollector):
         **kwargs: the remaining options of :class:`~rl_collectors.Collector` (devices,
             ``max_frames_per_traj``, ``init_random_frames`` (split among workers),
             ``reset_at_each_iter``, ``postproc``, ``split_trajs``, ``exploration_type``,
-            ``replay_buffer``, ``flatten``, ``progress_bar``, ``track_traj_ids``, the hooks,
+            ``replay_buffer``, ``flatten``, ``progress_bar``, ``track_traj_ids``,
+            ``track_policy_version``, the hooks,
             ``trust_policy``, ``compile_policy``, ``cudagraph_policy``), plus
             ``mp_start_method`` (default ``forkserver`` where available), ``num_sub_threads``
             and ``weight_sync_schemes`` (``{"policy": scheme}``, see
