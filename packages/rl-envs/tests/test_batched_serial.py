@@ -104,3 +104,13 @@ def test_gym_numpy_step_matches_generic_step():
     torch.manual_seed(0)
     slow = env.rollout(12, break_when_any_done=False)
     assert (fast == slow).all()
+
+
+def test_close_twice_raises_only_with_raise_if_closed():
+    env = SerialEnv(2, PendulumEnv)
+    assert not env.is_closed
+    env.close()
+    assert env.is_closed
+    env.close(raise_if_closed=False)
+    with pytest.raises(RuntimeError, match="trying to close a closed environment"):
+        env.close(raise_if_closed=True)

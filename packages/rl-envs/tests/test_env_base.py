@@ -253,9 +253,7 @@ def test_error_step_done_env_without_reset():
 
 def test_error_wrong_batch_size():
     env = CountEnv((2,))
-    with pytest.raises(
-        ValueError, match=r"batch_size \(3,\), expected the env's batch_size \(2,\)"
-    ):
+    with pytest.raises(RuntimeError, match=r"shape==env.batch_size, got \(3,\) and \(2,\)"):
         env.step(TensorDict(action=torch.zeros(3, 1), batch_size=[3]))
 
 
@@ -370,3 +368,86 @@ def test_step_and_maybe_reset_root_keeps_root_only_entries(nested):
     assert torch.equal(nxt["observation"], torch.full((2, 1), 0.5))
     assert torch.equal(nxt["hidden"], torch.full((2, 3), 7.0))
     assert nxt["observation"] is td["next", "observation"]  # shared, not copied
+
+
+class Unlocked(CountEnv):
+    """CountEnv whose _step / _reset follow the input's batch (TorchRL's batch-unlocked env)."""
+
+    def _reset(self, td):
+        batch = () if td is None else td.batch_size
+        self.x = torch.zeros(*batch, 1)
+        return TensorDict(observation=self.x.clone(), batch_size=batch)
+
+    def _step(self, td):
+        self.x = self.x + td["action"]
+        return TensorDict(observation=self.x.clone(), reward=td["action"].clone(),
+                          batch_size=td.batch_size)  # fmt: skip
+
+
+def test_batch_locked_is_read_only_and_refuses_other_batches():
+    env = CountEnv()
+    assert env.batch_locked
+    with pytest.raises(RuntimeError, match="batch_locked is a read-only property"):
+        env.batch_locked = False
+    td = env.reset().expand(2).clone().set("action", torch.zeros(2, 1))
+    with pytest.raises(RuntimeError, match="Expected a tensordict with shape==env.batch_size"):
+        env.step(td)
+
+
+def test_batch_unlocked_env_steps_any_batch():
+    env = Unlocked.__new__(Unlocked, _batch_locked=False)
+    env.__init__()
+    assert not env.batch_locked
+    td = env.reset(TensorDict(batch_size=[3]))
+    assert td.batch_size == (3,) and td["done"].shape == (3, 1)
+    out = env.step(td.set("action", torch.ones(3, 1)))
+    assert torch.equal(out["next", "observation"], torch.ones(3, 1))
+    assert out["next", "truncated"].shape == (3, 1)  # filled for the input's batch
+    with pytest.raises(ValueError, match="wrong shape"):
+        env.step(td.set("action", torch.ones(3, 2)))
+
+
+class EarlySpecs(EnvBase):
+    """Sets its specs before super().__init__() (TorchRL's mocking envs do)."""
+
+    def __init__(self):
+        self.observation_spec = Composite(observation=Unbounded((1,)))
+        self.action_spec = Unbounded((1,))
+        self.observation_spec["extra"] = Unbounded((2,))  # reads the spec set above
+        self.counter = 0
+        super().__init__(batch_size=(2,))
+
+    def _reset(self, td):
+        return self.full_observation_spec.zero()
+
+    def _step(self, td):
+        return self.full_observation_spec.zero().update(self.full_reward_spec.zero())
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_specs_set_before_init_get_the_batch_dims():
+    env = EarlySpecs()
+    assert env.observation_spec["observation"].shape == (2, 1)
+    assert env.observation_spec["extra"].shape == (2, 2)
+    assert env.action_spec.shape == (2, 1)
+    assert env.full_done_spec["done"].shape == (2, 1)
+    check_env_specs(env)
+
+
+def test_close_sets_is_closed_and_accepts_raise_if_closed():
+    env = CountEnv()
+    assert env.is_closed is False
+    env.close()
+    env.close(raise_if_closed=True)  # a plain env closes twice silently (TorchRL)
+    assert env.is_closed
+
+
+def test_action_that_broadcasts_to_the_spec_goes_to_the_env():
+    env = CountEnv()
+    td = env.step(env.reset().set("action", torch.tensor(1.0)))  # () for the spec's (1,)
+    assert torch.equal(td["next", "observation"], torch.ones(1))
+    env.validate_actions = True
+    with pytest.raises(ValueError, match=r"broadcasts to the spec's \(1,\)"):
+        env.step(env.reset().set("action", torch.tensor(1.0)))

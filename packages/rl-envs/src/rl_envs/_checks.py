@@ -32,8 +32,9 @@ def check_action_structure(
     """Checks that every action key is present with the spec's shape and device.
 
     The dtype is not checked here: as in TorchRL, an action of another dtype (e.g. a
-    float ``1.0`` for an integer spec) goes to the env as it is, and the env casts it.
-    :func:`check_action_in_spec` (``validate_actions=True``) checks it.
+    float ``1.0`` for an integer spec) goes to the env as it is, and the env casts it;
+    so does an action whose shape broadcasts to the spec's (``()`` for ``(1,)``).
+    :func:`check_action_in_spec` (``validate_actions=True``) checks both.
 
     Args:
         td: the input of ``env.step``.
@@ -59,7 +60,7 @@ def check_action_structure(
                 f"Action entry {_fmt(key)}: expected a torch.Tensor of shape "
                 f"{tuple(spec.shape)}, got an object of type {type(value).__name__}."
             )
-        if value.shape != spec.shape:
+        if value.shape != spec.shape and not _broadcasts(value.shape, spec.shape):
             raise ValueError(
                 f"Action entry {_fmt(key)} has the wrong shape: expected {tuple(spec.shape)} "
                 f"(the env's batch_size followed by the action shape), got {tuple(value.shape)}. "
@@ -73,17 +74,31 @@ def check_action_structure(
             )
 
 
+def _broadcasts(shape: torch.Size, target: torch.Size) -> bool:
+    """Whether an action of ``shape`` broadcasts to the spec's ``target`` (e.g. ``()`` to
+    ``(1,)``): TorchRL passes such actions to the env, which reads them as it likes."""
+    if len(shape) > len(target):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(shape), reversed(target), strict=False))
+
+
 def check_action_in_spec(
     td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
 ) -> None:
-    """Checks that every action has its spec's dtype and lies inside it (``spec.is_in``).
+    """Checks that every action has its spec's shape and dtype and lies inside it.
 
     Raises:
-        ValueError: an action has another dtype or is outside its spec.
+        ValueError: an action has another shape or dtype, or is outside its spec.
     """
     for key in action_keys:
         spec = action_spec[key]
         value = td.get(key)
+        if value.shape != spec.shape:
+            raise ValueError(
+                f"Action entry {_fmt(key)} has the shape {tuple(value.shape)}, which broadcasts "
+                f"to the spec's {tuple(spec.shape)} but is not it. Reshape the action, or build "
+                "the env with validate_actions=False to pass it to the env as it is."
+            )
         if value.dtype != spec.dtype:
             raise ValueError(
                 f"Action entry {_fmt(key)} has the wrong dtype: expected {spec.dtype}, got "
@@ -124,6 +139,8 @@ def warn_once_if_out_of_spec(
             continue
         if value.dtype != spec.dtype:  # a dtype the env casts (TorchRL's behaviour): probe
             value = value.to(spec.dtype)  # the values it will see, not the dtype
+        if value.shape != spec.shape and _broadcasts(value.shape, spec.shape):
+            value = value.expand(spec.shape)
         if spec.is_in(value):
             continue
         env._out_of_spec_warned = True

@@ -109,7 +109,7 @@ from rl_envs import _checks
 from rl_envs._env_specs import EnvSpecs
 from rl_envs.done import batch_reset_mask, terminated_or_truncated
 from rl_envs.rollout_backend import RolloutBackend
-from rl_envs.specs import Composite, Unbounded
+from rl_envs.specs import Categorical, Composite, Unbounded
 from rl_envs.utils import step_mdp
 
 __all__ = ["EnvBase", "keep_preset_next"]
@@ -187,6 +187,11 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             for name in ("_output_spec", "_input_spec")
             if getattr(cls, name, None) is not None
         }
+        env.__dict__["_batch_locked"] = bool(kwargs.get("_batch_locked", True))
+        # Specs set before ``super().__init__()`` (TorchRL allows it): stored against an
+        # empty batch on the CPU here, re-installed by ``__init__`` with the env's own.
+        env.__dict__["_batch_size"] = torch.Size(())
+        env.__dict__["_device"] = torch.device("cpu")
         return env
 
     def __init__(
@@ -197,10 +202,12 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         validate_actions: bool = False,
         allow_done_after_reset: bool = True,
     ) -> None:
+        early = {name: self.__dict__.pop(name) for name in _SPEC_ATTRS if name in self.__dict__}
         super().__init__()
         self.allow_done_after_reset = (
             allow_done_after_reset  # TorchRL's flag; resets are never refused here
         )
+        self.is_closed = False
         self._device = torch.device(device) if device is not None else torch.device("cpu")
         self._batch_size = torch.Size(batch_size) if batch_size is not None else torch.Size(())
         self.validate_actions = validate_actions
@@ -213,6 +220,35 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         )
         self._full_done_spec = self._default_done_spec()
         self._install_class_specs(self.__dict__.pop("_class_specs", None) or {})
+        for name, spec in early.items():
+            setattr(self, name.removeprefix("_"), spec)
+
+    def __getattr__(self, name: str) -> Any:
+        # Before ``__init__`` (no ``_parameters`` yet), a spec read before it is set gets
+        # its default, kept so that in-place edits (``spec["x"] = ...``) are re-installed.
+        if name in _SPEC_ATTRS and "_parameters" not in self.__dict__:
+            spec = _default_spec(name)
+            self.__dict__[name] = spec
+            return spec
+        return super().__getattr__(name)
+
+    @property
+    def batch_locked(self) -> bool:
+        """Whether ``step`` / ``reset`` take only TensorDicts of batch size ``batch_size``.
+
+        ``True`` by default (TorchRL's name). An env created with ``_batch_locked=False``
+        (TorchRL's keyword, read by ``EnvBase.__new__``) and an empty ``batch_size`` steps
+        inputs of any batch size: its ``_step`` / ``_reset`` return the input's batch.
+        Read-only: it describes what ``_step`` can do.
+        """
+        return self._batch_locked
+
+    @batch_locked.setter
+    def batch_locked(self, value: bool) -> None:
+        raise RuntimeError(
+            "batch_locked is a read-only property: it says whether the env's _step accepts "
+            "other batch sizes. Create the env with _batch_locked=False instead."
+        )
 
     def _install_class_specs(self, specs: dict[str, Any]) -> None:
         parts = {"_output_spec": ("full_observation_spec", "full_reward_spec", "full_done_spec"),
@@ -276,7 +312,10 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                 reset_keys = self.reset_keys
                 mask = batch_reset_mask(tensordict, reset_keys, len(self._batch_size))
         out = self._reset(tensordict, **kwargs)
-        _checks.check_batch_size(out, self._batch_size, f"{type(self).__name__}._reset")
+        batch = self._batch_size
+        if not self._batch_locked and tensordict is not None and not batch:
+            batch = tensordict.batch_size  # a batch-unlocked env resets the input's batch
+        _checks.check_batch_size(out, batch, f"{type(self).__name__}._reset")
         self._fill_missing_done(out, reset=True)
         if tensordict is None:
             return out
@@ -302,7 +341,8 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                 if term is not None:
                     out.set(key, term.clone())
                     continue
-            out.set(key, spec[key].zero())
+            lead = out.batch_size[: out.batch_dims - len(self._batch_size)]
+            out.set(key, spec[key].zero(lead) if lead else spec[key].zero())
 
     # ------------------------------------------------------------------- step
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -363,20 +403,27 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         return skip
 
     def _check_step_input(self, tensordict: TensorDictBase) -> None:
+        spec = self._full_action_spec
         if tensordict.batch_size != self._batch_size:
-            raise ValueError(
-                f"env.step() got a TensorDict of batch_size {tuple(tensordict.batch_size)}, "
-                f"expected the env's batch_size {tuple(self._batch_size)}. Start from "
-                "td = env.reset() and keep its batch size."
-            )
+            self._check_unlocked_batch(tensordict.batch_size, "step")
+            spec = spec.expand(*tensordict.batch_size, *spec.shape)
         keys = self.action_keys
-        _checks.check_action_structure(tensordict, keys, self._full_action_spec)
+        _checks.check_action_structure(tensordict, keys, spec)
         _checks.check_not_done(tensordict)
         if self.validate_actions:
             _checks.check_action_in_spec(tensordict, keys, self._full_action_spec)
         elif not self._first_action_probed:
             self._first_action_probed = True
             _checks.warn_once_if_out_of_spec(self, tensordict, keys, self._full_action_spec)
+
+    def _check_unlocked_batch(self, batch_size: torch.Size, method: str) -> None:
+        """Accepts another batch size only for a batch-unlocked env with an empty batch."""
+        if self._batch_locked or self._batch_size:
+            raise RuntimeError(
+                f"Expected a tensordict with shape==env.batch_size, got {tuple(batch_size)} "
+                f"and {tuple(self._batch_size)}: env.{method}() got a TensorDict of another "
+                "batch size than the env's. Start from td = env.reset() and keep its batch size."
+            )
 
     def _step_unchecked(self, tensordict: TensorDictBase) -> TensorDictBase:
         next_td = self._step(tensordict)
@@ -451,8 +498,14 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             return seed
         return seed + 1
 
-    def close(self) -> None:
-        """Releases the env's resources (nothing by default)."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Releases the env's resources (nothing by default) and sets :attr:`is_closed`.
+
+        Args:
+            raise_if_closed: TorchRL's keyword, for the batched envs (which raise when
+                closed twice with it ``True``); a plain env closes twice silently, as there.
+        """
+        self.is_closed = True
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
@@ -559,6 +612,25 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         if out is None and return_contiguous and not result._has_names():
             result.refine_names(..., "time")
         return result
+
+
+_SPEC_ATTRS = (
+    "_full_observation_spec",
+    "_full_action_spec",
+    "_full_reward_spec",
+    "_full_done_spec",
+    "_full_state_spec",
+)
+
+
+def _default_spec(name: str) -> Composite:
+    """The unbatched CPU default of ``EnvBase``'s spec attribute ``name``."""
+    if name == "_full_reward_spec":
+        return Composite(reward=Unbounded(shape=(1,)))
+    if name == "_full_done_spec":
+        flag = Categorical(2, shape=(1,), dtype=torch.bool)
+        return Composite(done=flag, terminated=flag.clone(), truncated=flag.clone())
+    return Composite()
 
 
 _STATEFUL_ENVS = (

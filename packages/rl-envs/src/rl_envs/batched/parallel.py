@@ -229,11 +229,18 @@ class ParallelEnv(EnvBase):
         if not self._procs:
             self._start()
 
-    def close(self) -> None:
-        """Stops and reaps every worker; calling it again does nothing."""
+    def close(self, *, raise_if_closed: bool = False) -> None:
+        """Stops and reaps every worker; calling it again does nothing.
+
+        Args:
+            raise_if_closed: raise ``RuntimeError`` instead when it is already closed
+                (TorchRL's keyword, whose default is ``True`` there).
+        """
         if self._closed:
+            if raise_if_closed:
+                raise RuntimeError("ParallelEnv: trying to close a closed environment.")
             return
-        self._closed = True
+        self._closed = self.is_closed = True
         if self._finalizer is not None:
             self._finalizer()
         else:
@@ -294,7 +301,7 @@ class ParallelEnv(EnvBase):
         )
 
     def _abort(self) -> None:
-        self._closed = True
+        self._closed = self.is_closed = True
         if self._finalizer is not None:
             self._finalizer()
         else:

@@ -177,11 +177,19 @@ class SerialEnv(EnvBase):
             )
         self._group.set_state(states)
 
-    def close(self) -> None:
-        """Closes the sub-envs; calling it again does nothing."""
-        if not self._closed:
-            self._closed = True
-            self._group.close()
+    def close(self, *, raise_if_closed: bool = False) -> None:
+        """Closes the sub-envs; calling it again does nothing.
+
+        Args:
+            raise_if_closed: raise ``RuntimeError`` instead when it is already closed
+                (TorchRL's keyword, whose default is ``True`` there).
+        """
+        if self._closed:
+            if raise_if_closed:
+                raise RuntimeError("SerialEnv: trying to close a closed environment.")
+            return
+        self._closed = self.is_closed = True
+        self._group.close()
 
     def __enter__(self) -> SerialEnv:
         return self

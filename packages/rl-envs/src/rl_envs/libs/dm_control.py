@@ -226,8 +226,10 @@ class DMControlWrapper(EnvBase):
         else:
             mujoco.mj_copyData(data, model, saved)
 
-    def close(self) -> None:
-        """Closes the dm-control env."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Closes the dm-control env (``raise_if_closed``: TorchRL's keyword; closing twice is
+        silent)."""
+        self.is_closed = True
         self._env.close()
 
 

@@ -301,8 +301,10 @@ class GymWrapper(EnvBase):
         self._pending = np.zeros(self.batch_size, dtype=bool)
         self._env.action_space.seed(seed)
 
-    def close(self) -> None:
-        """Closes the Gymnasium env."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Closes the Gymnasium env (``raise_if_closed``: TorchRL's keyword; closing twice is
+        silent)."""
+        self.is_closed = True
         self._env.close()
 
     def __repr__(self) -> str:

@@ -644,8 +644,10 @@ class PettingZooWrapper(EnvBase):
             vars(_layer_at(self._env, path)).update(pickle.loads(blob))
         self._last_flags = dict(state["last_flags"])
 
-    def close(self) -> None:
-        """Closes the PettingZoo env."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Closes the PettingZoo env (``raise_if_closed``: TorchRL's keyword; closing twice is
+        silent)."""
+        self.is_closed = True
         self._env.close()
 
     def __repr__(self) -> str:

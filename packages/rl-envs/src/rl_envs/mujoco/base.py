@@ -343,8 +343,10 @@ class MujocoEnv(EnvBase):
         self._set_task_state(state.get("task", {}))
         self._sim = self._physics.read()
 
-    def close(self) -> None:
-        """Stops the physics threads and frees the renderer."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Stops the physics threads and frees the renderer (``raise_if_closed``: TorchRL's
+        keyword; closing twice is silent)."""
+        self.is_closed = True
         self._physics.close()
         if self._renderer is not None:
             self._renderer.close()

@@ -92,6 +92,8 @@ class MacroActionEnv(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         self.env.set_seed(seed)
 
-    def close(self) -> None:
-        """Closes the low-level env."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Closes the low-level env (``raise_if_closed``: TorchRL's keyword; closing twice
+        is silent)."""
+        self.is_closed = True
         self.env.close()
