@@ -390,7 +390,7 @@ def test_batch_locked_is_read_only_and_refuses_other_batches():
     with pytest.raises(RuntimeError, match="batch_locked is a read-only property"):
         env.batch_locked = False
     td = env.reset().expand(2).clone().set("action", torch.zeros(2, 1))
-    with pytest.raises(RuntimeError, match="Expected a tensordict with shape==env.batch_size"):
+    with pytest.raises(RuntimeError, match=r"Expected a tensordict with shape==env\.batch_size"):
         env.step(td)
 
 
