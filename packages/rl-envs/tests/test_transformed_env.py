@@ -234,3 +234,11 @@ def test_unknown_attributes_are_read_from_the_base_env():
     assert env.some_setting == 7
     with pytest.raises(AttributeError, match="tralala"):
         _ = env.tralala
+
+
+def test_device_argument_and_step_count_keys():
+    env = TransformedEnv(PendulumEnv(), StepCounter(max_steps=3), device="cpu")
+    assert env.device == torch.device("cpu")
+    assert env.transform.step_count_keys == ["step_count"]
+    assert env.transform.all_truncated_keys == ["truncated"]
+    assert env.rollout(5)["next", "truncated"][-1].item()

@@ -9,6 +9,7 @@ from rl_envs import (
     EnvBase,
     FrameSkipTransform,
     NoopResetEnv,
+    SerialEnv,
     StepCounter,
     TerminateTransform,
     TimeMaxPool,
@@ -63,6 +64,13 @@ def test_noop_reset_runs_noops():
     env2 = TransformedEnv(CountEnv(), NoopResetEnv(noops=4, random=True))
     values = {env2.reset()["obs"].item() for _ in range(30)}
     assert values <= {1.0, 2.0, 3.0, 4.0} and len(values) > 1
+    assert TransformedEnv(CountEnv(), NoopResetEnv(noops=0)).reset()["obs"].item() == 0.0
+
+
+def test_noop_reset_refuses_a_batched_env():
+    env = TransformedEnv(SerialEnv(2, CountEnv), NoopResetEnv(noops=2))
+    with pytest.raises(ValueError, match="batch-size is non-null"):
+        env.reset()
 
 
 def test_terminate_transform():

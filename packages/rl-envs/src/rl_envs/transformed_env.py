@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 
 from rl_envs.env_base import EnvBase, keep_preset_next
@@ -133,6 +134,7 @@ class TransformedEnv(EnvBase):
             recomputed when the stack changes.
         auto_unwrap: see ``base_env``.
         validate_actions: see :class:`~rl_envs.EnvBase` (default: the base env's).
+        device: moves the base env there first (``base_env.to(device)``).
 
     Example:
         >>> from rl_envs import PendulumEnv, TransformedEnv, StepCounter, RewardSum
@@ -151,12 +153,15 @@ class TransformedEnv(EnvBase):
         *,
         auto_unwrap: bool | None = None,
         validate_actions: bool | None = None,
+        device: Any = None,
     ) -> None:
         if not isinstance(base_env, EnvBase):
             raise TypeError(
                 f"TransformedEnv wraps an EnvBase, got {type(base_env).__name__}. Wrap a "
                 "Gymnasium env with GymWrapper first."
             )
+        if device is not None and torch.device(device) != base_env.device:
+            base_env = base_env.to(device)
         inner: list[Transform] = []
         if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
             inner = _detach_all(base_env.transform)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.transforms._utils import reset_mask
 from rl_envs.transforms.transform import Transform
 
 _MAX_TRIALS = 10
@@ -17,11 +16,11 @@ class NoopResetEnv(Transform):
     The number of steps is uniform in ``[1, noops]`` with ``random=True``, else
     ``noops``. The steps go through the env beneath this transform (``inner_env``:
     the base env and the transforms placed before this one); if an episode ends during them, the env is reset and the
-    no-ops start over (at most 10 times). Batched envs run the no-ops on the
-    whole batch, on full resets only (partial resets skip them).
+    no-ops start over (at most 10 times). Like TorchRL's, it works on an env without batch
+    dims: a batched env raises ``ValueError`` (put it inside each sub-env instead).
 
     Args:
-        noops: the maximum number of no-op steps.
+        noops: the maximum number of no-op steps (0: none).
         random: draw the number of steps (``True``) or always run ``noops``.
 
     Example:
@@ -36,8 +35,8 @@ class NoopResetEnv(Transform):
     steps_inner_env = True
 
     def __init__(self, noops: int = 30, random: bool = True) -> None:
-        if noops < 1:
-            raise ValueError(f"NoopResetEnv: noops must be >= 1, got {noops}.")
+        if noops < 0:
+            raise ValueError(f"NoopResetEnv: noops must be >= 0, got {noops}.")
         super().__init__()
         self.noops = noops
         self.random = random
@@ -51,12 +50,17 @@ class NoopResetEnv(Transform):
                 "NoopResetEnv.parent not found. Make sure that the parent is set. The "
                 "transform steps an env: use it in a TransformedEnv."
             )
-        mask = reset_mask(tensordict)
-        if mask is not None and not bool(mask.all()):
-            return tensordict_reset
+        if tensordict_reset.batch_dims:
+            raise ValueError(
+                "The parent environment batch-size is non-null: NoopResetEnv runs random "
+                "steps on a single env. Put it inside each sub-env (e.g. "
+                "SerialEnv(n, lambda: TransformedEnv(make_env(), NoopResetEnv())))."
+            )
         reward_keys = inner.reward_keys
         for _ in range(_MAX_TRIALS):
-            n = int(torch.randint(1, self.noops + 1, ())) if self.random else self.noops
+            n = self.noops
+            if self.random and n:
+                n = int(torch.randint(1, self.noops + 1, ()))
             root = tensordict_reset
             for _ in range(n):
                 step_in = root.clone(False)

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.transforms._utils import reset_mask
+from rl_envs.transforms._utils import NestedKey, reset_mask
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
 
@@ -58,6 +58,16 @@ class StepCounter(Transform):
         self.step_count_key = step_count_key or "step_count"
         self.update_done = update_done
         self._nested_prefixes: list[tuple[str, ...]] = []  # groups with their own flags
+
+    @property
+    def step_count_keys(self) -> list[str]:
+        """The step-count entries written (one: the count lives at the root)."""
+        return [self.step_count_key]
+
+    @property
+    def all_truncated_keys(self) -> list[NestedKey]:
+        """The truncation flags set at ``max_steps``: the root one and each group's."""
+        return [self.truncated_key, *[(*p, self.truncated_key) for p in self._nested_prefixes]]
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
