@@ -187,3 +187,36 @@ def test_exploration_type_aliases():
     assert ExplorationType is InteractionType
     assert set_exploration_type is set_interaction_type
     assert math.isfinite(1.0)
+
+
+@pytest.mark.parametrize("name_map", [None, {"normal": ("action", "normal")}])
+def test_probabilistic_actor_composite_distribution_out_keys(name_map):
+    from tensordict.nn import CompositeDistribution
+
+    module = TensorDictModule(
+        lambda x: (x[..., :2], x[..., 2:4].exp(), x[..., 4:]),
+        in_keys=["x"],
+        out_keys=[
+            ("params", "normal", "loc"),
+            ("params", "normal", "scale"),
+            ("params", "c", "logits"),
+        ],
+    )
+    kwargs = {
+        "distribution_map": {
+            "normal": torch.distributions.Normal,
+            "c": torch.distributions.Categorical,
+        }
+    }
+    if name_map:
+        kwargs["name_map"] = name_map
+    actor = ProbabilisticActor(
+        module,
+        in_keys=["params"],
+        distribution_class=CompositeDistribution,
+        distribution_kwargs=kwargs,
+    )
+    normal_key = ("action", "normal") if name_map else "normal"
+    assert actor.out_keys[-2:] == [normal_key, "c"]
+    td = actor(TensorDict(x=torch.rand(7), batch_size=[]))
+    assert td[normal_key].shape == (2,) and td["c"].shape == ()

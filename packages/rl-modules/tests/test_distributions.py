@@ -246,3 +246,13 @@ def test_safe_tanh_transform():
     z = torch.randn(50, requires_grad=True)
     (g,) = torch.autograd.grad(t(z).sum(), z)
     torch.testing.assert_close(g, 1 - torch.tanh(z.detach()) ** 2)
+
+
+def test_tanh_normal_unit_bounds_of_any_shape_keep_the_shape_of_loc():
+    # [-1, 1] bounds need no rescaling: a [5, 3] bound tensor does not broadcast a [5, 1] loc
+    loc, scale = torch.zeros(5, 1), torch.ones(5, 1)
+    d = TanhNormal(loc, scale, low=-torch.ones(5, 3), high=torch.ones(5, 3))
+    a = d.rsample()
+    assert a.shape == (5, 1) and d.log_prob(a).shape == (5,)
+    ref = D.Normal(loc, scale).log_prob(torch.atanh(a)) - torch.log1p(-(a**2))
+    torch.testing.assert_close(d.log_prob(a.clone()), ref.sum(-1), rtol=1e-4, atol=1e-4)

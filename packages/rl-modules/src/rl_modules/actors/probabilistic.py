@@ -59,7 +59,8 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         module: a TensorDictModule writing the distribution parameters.
         in_keys: the parameter keys, mapped to the distribution's argument
             names: a list (names = keys) or a dict ``{arg_name: key}``.
-        out_keys: default ``["action"]``.
+        out_keys: default ``["action"]``; for a ``CompositeDistribution``, one key per
+            ``distribution_map`` entry (renamed by ``name_map``).
         spec: optional spec-like object of the action (bounds come from it).
         distribution_class: default :class:`~rl_modules.Delta`.
         distribution_kwargs: extra distribution arguments.
@@ -117,8 +118,12 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
                 f"parameters, got {type(module).__name__}. Wrap it: "
                 "TensorDictModule(net, in_keys=['observation'], out_keys=['loc', 'scale'])."
             )
-        out_keys = ["action"] if out_keys is None else _as_list(out_keys)
         kwargs = dict(distribution_kwargs or {})
+        if out_keys is None and "distribution_map" in kwargs:
+            # a CompositeDistribution samples one entry per component (renamed by name_map)
+            name_map = kwargs.get("name_map") or {}
+            out_keys = [name_map.get(name, name) for name in kwargs["distribution_map"]]
+        out_keys = ["action"] if out_keys is None else _as_list(out_keys)
         action_spec = leaf_spec(spec, out_keys[0], 1)
         if (
             action_spec is not None
@@ -127,7 +132,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         ):
             low, high = spec_bounds(action_spec, "ProbabilisticActor")
             kwargs["low"], kwargs["high"] = low, high
-        if log_prob_key is None:
+        if log_prob_key is None and "distribution_map" not in kwargs:
             log_prob_key = log_prob_key_for(out_keys[0])
         sampler = ProbabilisticTensorDictModule(
             in_keys=in_keys,

@@ -108,10 +108,20 @@ class TanhNormal(D.Distribution):
         self.device = loc.device
         self.low = _as_bound(low, loc)
         self.high = _as_bound(high, loc)
-        if bool((self.high <= self.low).any()):
+        numbers = isinstance(low, int | float) and isinstance(high, int | float)
+        if (high <= low) if numbers else bool((self.high <= self.low).any()):
             raise ValueError(f"TanhNormal: every high must exceed low, got low={low}, high={high}.")
-        self._half_range = (self.high - self.low) / 2
-        self._mid = (self.high + self.low) / 2
+        if numbers:
+            self._unit = low == -1 and high == 1
+        else:
+            self._unit = bool((self.low == -1).all() and (self.high == 1).all())
+        if self._unit:
+            # [-1, 1] (the default): no rescaling, so bounds of any shape leave the
+            # sample shape that of loc, as TorchRL's (which then skips its affine map)
+            self._half_range, self._mid = self.high.new_ones(()), self.low.new_zeros(())
+        else:
+            self._half_range = (self.high - self.low) / 2
+            self._mid = (self.high + self.low) / 2
         self.upscale, self.tanh_loc, self.safe_tanh = upscale, tanh_loc, safe_tanh
         self._event_dims = event_dims
         self.eps = torch.finfo(loc.dtype).resolution if eps is None else eps
@@ -135,7 +145,7 @@ class TanhNormal(D.Distribution):
             # keep samples off the bounds; the gradient stays tanh's (straight through)
             clamped = t.clamp(-1 + self.eps, 1 - self.eps)
             t = clamped if not t.requires_grad else t + (clamped - t).detach()
-        return self._mid + self._half_range * t
+        return t if self._unit else self._mid + self._half_range * t
 
     def _draw(self, sample_shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
@@ -184,7 +194,9 @@ class TanhNormal(D.Distribution):
         normal_lp = (
             -((x - self.loc) ** 2) / (2 * var) - self.scale.log() - 0.5 * math.log(2 * math.pi)
         )
-        lp = normal_lp - tanh_log_abs_det_jacobian(x) - self._half_range.log()
+        lp = normal_lp - tanh_log_abs_det_jacobian(x)
+        if not self._unit:
+            lp = lp - self._half_range.log()
         if self.event_dims:
             lp = lp.sum(tuple(range(-self.event_dims, 0)))
         return lp
