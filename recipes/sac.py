@@ -28,6 +28,7 @@ from rl_collectors import Collector
 from rl_envs import (
     Compose,
     DoubleToFloat,
+    FrameSkipTransform,
     ObservationNorm,
     RewardSum,
     StepCounter,
@@ -69,6 +70,8 @@ class Config(RunConfig):
     """Standardise observations with the mean / std of obs_norm_frames random steps (then fixed)."""
     obs_norm_frames: int = 2_000
     """Random-action steps, on a separate env, that give the observation statistics."""
+    frame_skip: int = 1
+    """Env steps each action is held for (rewards summed); frames count the agent's steps."""
     output_dir: str = "runs/sac"
 
     SMOKE: ClassVar[dict[str, object]] = {
@@ -88,11 +91,15 @@ def make_env(
 ) -> TransformedEnv:
     """``cfg.env`` (a Gymnasium id or a native ``module:Class``) with float observations.
 
-    ``obs_stats`` (mean, std) adds an :class:`ObservationNorm` giving ``(obs - mean) / std``.
+    ``obs_stats`` (mean, std) adds an :class:`ObservationNorm` giving ``(obs - mean) / std``;
+    ``cfg.frame_skip > 1`` repeats each action (:class:`FrameSkipTransform`), so an episode's
+    return is still the sum of every env step's reward.
     """
+    skip = [FrameSkipTransform(cfg.frame_skip)] if cfg.frame_skip > 1 else []
     norm = [] if obs_stats is None else [ObservationNorm(*obs_stats, standard_normal=True)]
     return TransformedEnv(
-        make_base_env(cfg.env), Compose(DoubleToFloat(), *norm, StepCounter(), RewardSum())
+        make_base_env(cfg.env),
+        Compose(*skip, DoubleToFloat(), *norm, StepCounter(), RewardSum()),
     )
 
 

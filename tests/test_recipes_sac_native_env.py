@@ -73,3 +73,23 @@ def test_sac_runs_end_to_end_on_satellite_env_with_obs_norm(tmp_path: Path) -> N
     assert json.loads((tmp_path / "summary.json").read_text())["env"] == "rl_envs:SatelliteEnv"
     # one 200-step evaluation episode, rewards in [-pi - effort, 0]
     assert -200 * (torch.pi + 0.03) <= summary["final_eval_return"] < 0
+
+
+def test_frame_skip_holds_each_action_and_keeps_the_episode_return() -> None:
+    sac = load_recipe("sac")
+    skipped = sac.make_env(sac.Config(env="rl_envs:SatelliteEnv", frame_skip=4))
+    raw = sac.make_env(sac.Config(env="rl_envs:SatelliteEnv"))
+
+    def push(td):
+        return td.set("action", torch.full((1, 3), 0.5))
+
+    skipped.set_seed(2)
+    raw.set_seed(2)
+    a = skipped.rollout(1000, push)  # stops at the 200-step truncation: 50 agent steps
+    b = raw.rollout(1000, push)
+    assert a.shape == (1, 50) and b.shape == (1, 200)
+    torch.testing.assert_close(a["next", "reward"].sum(), b["next", "reward"].sum())
+    torch.testing.assert_close(a["next", "observation"][:, -1], b["next", "observation"][:, -1])
+    torch.testing.assert_close(
+        a["next", "reward"][0, :, 0], b["next", "reward"][0, :, 0].reshape(50, 4).sum(1)
+    )
