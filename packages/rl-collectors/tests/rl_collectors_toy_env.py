@@ -8,6 +8,7 @@ truncated at ``truncate_at`` steps if that comes first.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 
@@ -164,6 +165,15 @@ def make_toy_env(**kwargs: object) -> ToyEnv:
 def make_toy_env_after_a_stack(**kwargs: object) -> ToyEnv:
     """Stacks two TensorDicts in the worker first (tensordict 0.14 reads LAZY_LEGACY_OP there)."""
     torch.stack([TensorDict({"x": torch.zeros(1)}, [1])] * 2)
+    return ToyEnv(**kwargs)
+
+
+def make_toy_env_with_a_child_process(**kwargs: object) -> ToyEnv:
+    """Starts (and joins) a process first, as a ParallelEnv built in a collector worker does:
+    a daemonic worker may not have children."""
+    child = multiprocessing.get_context("fork").Process(target=int)
+    child.start()
+    child.join()
     return ToyEnv(**kwargs)
 
 

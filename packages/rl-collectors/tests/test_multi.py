@@ -9,7 +9,12 @@ import threading
 
 import pytest
 import torch
-from rl_collectors_toy_env import ScalePolicy, make_toy_env
+from rl_collectors_toy_env import (
+    ScalePolicy,
+    SeededToyEnv,
+    make_toy_env,
+    make_toy_env_with_a_child_process,
+)
 
 from rl_collectors import (
     MultiAsyncCollector,
@@ -403,3 +408,50 @@ def test_async_collector_runs_one_env_in_one_worker() -> None:
         batches = list(collector)
     assert [b.shape for b in batches] == [(2, 2), (2, 2)]
     assert batches[0].names == [None, "time"]
+
+
+def test_sequence_frames_per_batch_gives_each_sync_worker_its_count() -> None:
+    with MultiSyncCollector(
+        [make_toy_env] * 2, None, frames_per_batch=[6, 2], total_frames=16
+    ) as c:
+        batches = list(c)
+    assert [b.shape for b in batches] == [torch.Size([2, 6])] * 2
+    # Worker 1 collects 2 steps per batch; the rest of its row is marked as not collected.
+    assert batches[0]["collector", "mask"].sum(-1).tolist() == [6, 2]
+    assert c.frames == 16
+
+
+def test_sequence_frames_per_batch_async_batches_hold_the_sum() -> None:
+    with MultiAsyncCollector(
+        [make_toy_env] * 2, None, frames_per_batch=[6, 2], total_frames=24
+    ) as c:
+        assert [b.numel() for b in c] == [8, 8, 8]
+
+
+def test_sequence_frames_per_batch_needs_one_count_per_worker() -> None:
+    with pytest.raises(ValueError, match="exactly one value per worker"):
+        MultiSyncCollector([make_toy_env] * 2, None, frames_per_batch=[6], total_frames=12)
+
+
+def test_async_set_seed_while_iterating_restarts_the_collection() -> None:
+    policy = ScalePolicy(1.0)  # deterministic: a seeded env gives the same batch again
+    with MultiAsyncCollector([SeededToyEnv], policy, frames_per_batch=5, total_frames=-1) as c:
+        c.set_seed(7)
+        batches = []
+        for index, batch in enumerate(c):
+            batches.append(batch)
+            if index == 0:
+                c.set_seed(7)  # the batch in flight (old seed) is dropped
+            if index == 2:
+                break
+    # Columns: step within the episode, 100 * seed + sub-env (the episode count goes on).
+    first, second, third = (b["observation"][..., :2] for b in batches)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, third)
+
+
+def test_worker_env_may_start_its_own_processes() -> None:
+    with MultiSyncCollector(
+        [make_toy_env_with_a_child_process] * 2, None, frames_per_batch=4, total_frames=4
+    ) as c:
+        assert [b.numel() for b in c] == [4]

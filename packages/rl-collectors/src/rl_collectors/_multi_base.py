@@ -10,11 +10,13 @@ way the parent stops every worker and raises: no hang, no orphan.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
 import pickle
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
@@ -180,6 +182,22 @@ def _worker_envs(
     return env_fns, env_kwargs
 
 
+def _frames_per_worker(frames_per_batch: int | Sequence[int], num_workers: int) -> list[int] | None:
+    """TorchRL's per-worker ``frames_per_batch`` (a sequence, one count per worker), or ``None``.
+
+    Raises:
+        ValueError: a sequence whose length is not the number of workers.
+    """
+    if not isinstance(frames_per_batch, Sequence):
+        return None
+    if len(frames_per_batch) != num_workers:
+        raise ValueError(
+            "If `frames_per_batch` is provided as a sequence, it should contain exactly one "
+            f"value per worker. Got {len(frames_per_batch)} values for {num_workers} workers."
+        )
+    return [int(frames) for frames in frames_per_batch]
+
+
 def _common_storing_device(devices: dict[str, list[DeviceLike]]) -> torch.device:
     """The one device the workers' batches are gathered on (``storing_device``, else ``device``,
     else CPU); workers whose storing devices differ raise a ``ValueError``."""
@@ -194,6 +212,18 @@ def _common_storing_device(devices: dict[str, list[DeviceLike]]) -> torch.device
             "storing_device (policy and env devices may differ per worker)."
         )
     return storing.pop()
+
+
+_LIVE_COLLECTORS: weakref.WeakSet[MultiCollector] = weakref.WeakSet()
+
+
+@atexit.register
+def _shutdown_live_collectors() -> None:
+    """Stop the workers of collectors never shut down, before multiprocessing's own exit
+    handler joins its (non-daemonic) children: registered later, this runs first."""
+    for collector in list(_LIVE_COLLECTORS):
+        with contextlib.suppress(Exception):
+            collector.shutdown(timeout=1.0)
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -237,7 +267,7 @@ class MultiCollector(BackgroundCollection):
         policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
         *,
         num_workers: int | None = None,
-        frames_per_batch: int,
+        frames_per_batch: int | Sequence[int],
         total_frames: int = -1,
         device: DeviceLike | Sequence[DeviceLike] = None,
         storing_device: DeviceLike | Sequence[DeviceLike] = None,
@@ -284,7 +314,10 @@ class MultiCollector(BackgroundCollection):
         self._closed = True  # until the workers exist
         env_fns, env_kwargs = _worker_envs(create_env_fn, num_workers, create_env_kwargs)
         self.num_workers = len(env_fns)
-        self.frames_per_batch = frames_per_batch
+        self._frames_per_worker = _frames_per_worker(frames_per_batch, self.num_workers)
+        self.frames_per_batch = (
+            frames_per_batch if self._frames_per_worker is None else sum(self._frames_per_worker)
+        )
         self.total_frames = total_frames
         self.postproc = postproc
         self.split_trajs = split_trajs
@@ -390,7 +423,9 @@ class MultiCollector(BackgroundCollection):
                 target=worker_main,
                 args=(spec, child_end, self._weights, stop),
                 name=f"rl-collectors-worker-{spec.index}",
-                daemon=True,
+                # Not daemonic: a worker's env may start processes itself (a ParallelEnv).
+                # Workers still go at exit: _shutdown_live_collectors runs first.
+                daemon=False,
             )
             try:
                 proc.start()
@@ -401,6 +436,7 @@ class MultiCollector(BackgroundCollection):
             self._conns.append(parent_end)
             self._procs.append(proc)
             self._stops.append(stop)
+        _LIVE_COLLECTORS.add(self)
 
     def _await_env_batch_size(self) -> torch.Size:
         """Each worker's first message: its env's batch size (or its configuration error).

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from tensordict import TensorDictBase
 
@@ -15,6 +15,8 @@ from rl_collectors._batching import (
     make_progress_bar,
 )
 from rl_collectors._multi_base import MultiCollector
+
+T = TypeVar("T")
 
 
 class MultiAsyncCollector(MultiCollector):
@@ -66,6 +68,32 @@ class MultiAsyncCollector(MultiCollector):
                 f"workers {sorted(self._in_flight)} are collecting; checkpoint, seed or reset an async collector "
                 "once its iteration has finished (or before it starts)."
             )
+
+    def _restart_in_flight(self, action: Callable[[], T]) -> T:
+        """Wait for the batches in flight, drop them, run ``action`` (seeding, a reset),
+        then send the same workers collecting again: every batch yielded afterwards is
+        collected wholly after ``action``, as a restart should be."""
+        in_flight = sorted(self._in_flight)
+        while self._in_flight:
+            index, message = self._receive(set(self._in_flight))
+            del self._in_flight[index]
+            if message[1] is not None:
+                self._buffers[index] = message[1]  # a new buffer the worker will write to
+        result = action()
+        for index in in_flight:
+            self._dispatch(index)
+        return result
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed every worker's env (see :meth:`MultiCollector.set_seed`). Called while
+        iterating, it drops the batches in flight (collected under the old seed)."""
+        return self._restart_in_flight(
+            lambda: super(MultiAsyncCollector, self).set_seed(seed, static_seed)
+        )
+
+    def reset(self) -> None:
+        """Start every worker's sub-envs afresh; while iterating, drops the batches in flight."""
+        self._restart_in_flight(lambda: super(MultiAsyncCollector, self).reset())
 
     def _dispatch(self, index: int) -> None:
         scheduled = self._frames + sum(self._in_flight.values())

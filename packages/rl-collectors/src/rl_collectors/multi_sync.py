@@ -35,7 +35,9 @@ class MultiSyncCollector(MultiCollector):
         policy: a ``TensorDict -> TensorDict`` callable (pickled once to each worker) or ``None``
             for random actions.
         num_workers: how many workers when one constructor is given.
-        frames_per_batch: frames per batch, all workers together.
+        frames_per_batch: frames per batch, all workers together; or one count per worker
+            (TorchRL's sequence form: worker ``i`` collects ``frames_per_batch[i]``, and a
+            stacked batch marks the steps a shorter share lacks as preemption does).
         total_frames: frames in all (``-1``: endless). Both counts are rounded up (with a
             warning) to whole steps of every worker's env, as in TorchRL.
         preemptive_threshold: once this fraction of the workers has finished, the others
@@ -73,7 +75,7 @@ class MultiSyncCollector(MultiCollector):
         create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
         policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
         *,
-        frames_per_batch: int,
+        frames_per_batch: int | Sequence[int],
         total_frames: int = -1,
         preemptive_threshold: float | None = None,
         cat_results: str | int | None = None,
@@ -103,6 +105,8 @@ class MultiSyncCollector(MultiCollector):
 
     def _worker_frames_per_batch(self) -> int:
         # Each worker's share, rounded up; the worker rounds it up to its env's batch numel.
+        if self._frames_per_worker is not None:
+            return max(self._frames_per_worker)
         return -(-self.frames_per_batch // self.num_workers)
 
     def _check_frames(self) -> None:
@@ -120,7 +124,10 @@ class MultiSyncCollector(MultiCollector):
             )
 
     def _plan(self, frames: int) -> list[int]:
-        """Steps per worker for a batch of ``frames`` frames (as equal as possible)."""
+        """Steps per worker for a batch of ``frames`` frames: the per-worker counts when
+        ``frames_per_batch`` was a sequence (full batches), else as equal as possible."""
+        if self._frames_per_worker is not None and frames == self.frames_per_batch:
+            return [-(-share // self._env_numel) for share in self._frames_per_worker]
         steps = frames // self._env_numel
         base, extra = divmod(steps, self.num_workers)
         return [base + (1 if index < extra else 0) for index in range(self.num_workers)]
@@ -164,7 +171,7 @@ class MultiSyncCollector(MultiCollector):
                             self._stops[other].value = 1
                 steps = max(plan)
                 batch = torch.stack(self._pieces(steps), 0)
-                if self._preempt:
+                if self._preempt or len(set(plan)) > 1:
                     mark_invalid_tail(batch, [written[i] for i in range(self.num_workers)])
                 if self.cat_results not in (None, "stack"):
                     batch = torch.cat(batch.unbind(0), self.cat_results)
