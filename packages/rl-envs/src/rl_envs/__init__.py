@@ -42,6 +42,7 @@ from rl_envs.specs import (
     UnboundedDiscrete,
     make_composite_from_td,
 )
+from rl_envs.specs.consolidate import consolidate_spec
 from rl_envs.specs.legacy import *  # noqa: F403  (deprecated TorchRL spec names)
 from rl_envs.specs.legacy import __all__ as _legacy_all
 from rl_envs.transformed_env import TransformedEnv
@@ -72,6 +73,7 @@ __all__ = [
     "Unbounded",
     "__version__",
     "check_env_specs",
+    "consolidate_spec",
     "make_composite_from_td",
     "step_mdp",
 ]
