@@ -190,3 +190,23 @@ def test_samples_carry_the_storage_device(cls):
     sample = rb.sample()
     assert sample.device == torch.device("cpu") and sample["b"].device == torch.device("cpu")
     assert rb[:].device == torch.device("cpu")
+
+
+def test_tensor_storage_takes_ranges_and_lists_as_positions():
+    storage = LazyTensorStorage(10)
+    storage.set(range(4), torch.arange(4.0))
+    storage.set([4, 5], torch.tensor([40.0, 50.0]))
+    assert storage.get(range(6)).tolist() == [0.0, 1.0, 2.0, 3.0, 40.0, 50.0]
+    assert storage.get([5, 0]).tolist() == [50.0, 0.0]
+
+
+def test_lazy_stack_storage_samples_ragged_tensordicts():
+    from rl_buffers import LazyStackStorage, ReplayBuffer
+
+    rb = ReplayBuffer(storage=LazyStackStorage(10))
+    rb.add(TensorDict(a=torch.zeros(2), name="short"))
+    rb.add(TensorDict(a=torch.ones(3), name="long"))
+    sample = rb.sample(6)
+    assert type(sample).__name__ == "LazyStackedTensorDict" and sample.shape == (6,)
+    for item, name in zip(sample.unbind(0), sample["name"], strict=True):
+        assert item["a"].shape[0] == (2 if name == "short" else 3)

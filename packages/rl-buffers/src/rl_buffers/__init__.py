@@ -42,6 +42,7 @@ from rl_buffers.segment_tree import MinSegmentTree, SumSegmentTree
 from rl_buffers.storages import (
     CompressedListStorage,
     LazyMemmapStorage,
+    LazyStackStorage,
     LazyTensorStorage,
     ListStorage,
     Storage,
@@ -78,6 +79,7 @@ __all__ = [
     "ImmutableDatasetWriter",
     "LambdaScheduler",
     "LazyMemmapStorage",
+    "LazyStackStorage",
     "LazyTensorStorage",
     "LinearScheduler",
     "ListStorage",

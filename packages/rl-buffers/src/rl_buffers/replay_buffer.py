@@ -150,7 +150,10 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         self._writer.register_storage(self._storage)
         collate_fn = parts.collate_fn
         if collate_fn is None:
-            collate_fn = stack_items if isinstance(self._storage, ListStorage) else None
+            stacks = isinstance(self._storage, ListStorage) and not getattr(
+                self._storage, "stacks_items", False
+            )
+            collate_fn = stack_items if stacks else None
         self._collate_fn = collate_fn
         self._transform = BufferTransforms()
         transform = parts.transform_factory() if parts.transform_factory else parts.transform

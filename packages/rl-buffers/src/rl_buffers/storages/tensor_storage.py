@@ -16,6 +16,15 @@ from rl_buffers.storages._compact import CompactNext
 from rl_buffers.storages.base import Storage
 
 
+def _as_index(index: Any) -> slice | torch.Tensor:
+    """A write / read index as a slice (contiguous ranges) or a tensor of positions."""
+    if isinstance(index, slice | torch.Tensor):
+        return index
+    if isinstance(index, range) and index.step == 1:
+        return slice(index.start, max(index.start, index.stop))
+    return torch.as_tensor(list(index) if isinstance(index, range) else index, dtype=torch.long)
+
+
 class TensorStorage(Storage):
     """Items kept in one preallocated tensor per leaf, allocated on the first write.
 
@@ -220,7 +229,9 @@ class TensorStorage(Storage):
         by_key = dict(zip(self._full_layout.keys, full, strict=False))
         return [by_key[k] for k in self._layout.keys], [by_key[k] for k in self._next_keys]
 
-    def set(self, index: slice | torch.Tensor, data: Any) -> None:
+    def set(self, index: slice | torch.Tensor | range | Sequence[int], data: Any) -> None:
+        """Writes ``data`` at positions ``index`` (a slice, a range, a list or a tensor)."""
+        index = _as_index(index)
         if self._layout is None:
             self._initialize(data)
         leaves, nxt = self._data_leaves(data)  # validates everything before any write
@@ -268,6 +279,10 @@ class TensorStorage(Storage):
         """
         if self._layout is None:
             raise RuntimeError(f"{type(self).__name__} is empty: write data before reading it.")
+        if not isinstance(index, torch.Tensor):
+            index = _as_index(index)
+            if isinstance(index, slice):
+                index = torch.arange(index.start, index.stop)
         if index.device != self.device:
             index = index.to(self.device)
         if self.ndim == 1:
