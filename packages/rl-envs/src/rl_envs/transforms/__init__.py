@@ -42,6 +42,7 @@ from rl_envs.transforms.reward_ops import (
 from rl_envs.transforms.reward_sum import RewardSum
 from rl_envs.transforms.shape import FlattenObservation, UnsqueezeTransform
 from rl_envs.transforms.squeeze import SqueezeTransform
+from rl_envs.transforms.stack import Stack
 from rl_envs.transforms.step_counter import StepCounter
 from rl_envs.transforms.target_return import TargetReturn
 from rl_envs.transforms.terminate import TerminateTransform
@@ -95,6 +96,7 @@ __all__ = [
     "SelectTransform",
     "SignTransform",
     "SqueezeTransform",
+    "Stack",
     "StepCounter",
     "TargetReturn",
     "TensorDictPrimer",
