@@ -205,3 +205,16 @@ def reference_rollout(env: ToyEnv, policy: nn.Module, steps: int) -> TensorDictB
                 nxt = env.reset(nxt.clone().set("_reset", done))
             root = nxt
     return torch.stack(out, -1)
+
+
+class WorkerOnlyScalePolicyFactory:
+    """Builds a ``ScalePolicy(init)``; refuses to run in the main process (a factory
+    must be called in the workers only)."""
+
+    def __init__(self, init: float = 0.0) -> None:
+        self.init = init
+
+    def __call__(self) -> ScalePolicy:
+        if multiprocessing.parent_process() is None:
+            raise AssertionError("the policy factory was called in the main process")
+        return ScalePolicy(self.init)

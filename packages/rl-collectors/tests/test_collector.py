@@ -501,3 +501,30 @@ def test_pause_holds_the_background_collection_between_batches() -> None:
 
 def test_the_time_dim_is_named_as_in_torchrl() -> None:
     assert Collector(ToyEnv((2,)), None, frames_per_batch=4).next().names == [None, "time"]
+
+
+def test_policy_factory_builds_the_policy() -> None:
+    collector = Collector(
+        ToyEnv(()), policy_factory=lambda: ScalePolicy(init=0.0), frames_per_batch=4
+    )
+    assert isinstance(collector.policy, ScalePolicy)
+    assert (collector.next()["action"] == 0).all()
+    with pytest.raises(ValueError, match="not both"):
+        Collector(ToyEnv(()), ScalePolicy(), policy_factory=ScalePolicy, frames_per_batch=4)
+
+
+def test_a_spec_less_policy_takes_the_env_action_spec() -> None:
+    class SpecLessRandomPolicy:
+        action_spec = None
+
+        def set_action_spec_from_env(self, env: ToyEnv) -> None:
+            self.action_spec = env.action_spec
+
+        def __call__(self, td: TensorDict) -> TensorDict:
+            return td.set("action", self.action_spec.rand())
+
+    policy = SpecLessRandomPolicy()
+    env = ToyEnv((2,))
+    collector = Collector(env, policy, frames_per_batch=4)
+    assert policy.action_spec is env.action_spec
+    assert collector.next()["action"].shape == (2, 2, 1)

@@ -12,12 +12,14 @@ import torch
 from rl_collectors_toy_env import (
     ScalePolicy,
     SeededToyEnv,
+    WorkerOnlyScalePolicyFactory,
     make_toy_env,
     make_toy_env_with_a_child_process,
 )
 
 from rl_collectors import (
     MultiAsyncCollector,
+    MultiProcessWeightSyncScheme,
     MultiaSyncDataCollector,
     MultiSyncCollector,
     MultiSyncDataCollector,
@@ -455,3 +457,41 @@ def test_worker_env_may_start_its_own_processes() -> None:
         [make_toy_env_with_a_child_process] * 2, None, frames_per_batch=4, total_frames=4
     ) as c:
         assert [b.numel() for b in c] == [4]
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_policy_factory_runs_in_the_workers_and_syncs_from_the_parent_policy(cls) -> None:
+    trainer = ScalePolicy(0.0)
+    with cls([make_toy_env] * 2, trainer, policy_factory=WorkerOnlyScalePolicyFactory(0.0),
+             frames_per_batch=8, total_frames=-1) as c:  # fmt: skip
+        first = c.next()
+        with torch.no_grad():
+            trainer.weight.fill_(5.0)
+        c.update_policy_weights_()
+        later = [c.next() for _ in range(3)][-1]
+    assert (first["action"] == 0).all() and (later["action"] != 0).any()
+
+
+def test_one_policy_factory_per_worker() -> None:
+    factories = [WorkerOnlyScalePolicyFactory(0.0), WorkerOnlyScalePolicyFactory(5.0)]
+    with MultiSyncCollector(
+        [make_toy_env] * 2, policy_factory=factories, frames_per_batch=8, total_frames=8
+    ) as c:
+        batch = c.next()
+    assert (batch["action"][0] == 0).all() and (batch["action"][1] != 0).any()
+    with pytest.raises(ValueError, match="one per worker"):
+        MultiSyncCollector([make_toy_env] * 2, policy_factory=factories[:1], frames_per_batch=8)
+
+
+def test_policy_factory_weights_from_init_on_sender() -> None:
+    scheme = MultiProcessWeightSyncScheme()
+    scheme.init_on_sender(model=ScalePolicy(0.0), devices=["cpu"], model_id="policy")
+    with MultiSyncCollector([make_toy_env] * 2, policy_factory=WorkerOnlyScalePolicyFactory(0.0),
+                            frames_per_batch=8, total_frames=-1,
+                            weight_sync_schemes={"policy": scheme}) as c:  # fmt: skip
+        assert (c.next()["action"] == 0).all()
+        c.update_policy_weights_({"weight": torch.tensor(5.0)})
+        assert (c.next()["action"] != 0).any()
+    with MultiSyncCollector([make_toy_env] * 2, policy_factory=WorkerOnlyScalePolicyFactory(0.0),
+                            frames_per_batch=8) as c, pytest.raises(ValueError, match="init_on_sender"):  # fmt: skip
+        c.update_policy_weights_({"weight": torch.tensor(5.0)})

@@ -198,6 +198,35 @@ def _frames_per_worker(frames_per_batch: int | Sequence[int], num_workers: int) 
     return [int(frames) for frames in frames_per_batch]
 
 
+def _policy_factories(
+    policy_factory: Callable[[], Any] | Sequence[Callable[[], Any]] | None, num_workers: int
+) -> list[Callable[[], Any]] | None:
+    """One policy factory per worker (TorchRL's ``policy_factory``: one, or one per worker).
+
+    Raises:
+        ValueError: a sequence whose length is not the number of workers.
+        TypeError: an entry that is not callable.
+    """
+    if policy_factory is None:
+        return None
+    if isinstance(policy_factory, Sequence):
+        factories = list(policy_factory)
+        if len(factories) != num_workers:
+            raise ValueError(
+                f"policy_factory holds {len(factories)} factories for {num_workers} workers; "
+                "give one factory, or one per worker."
+            )
+    else:
+        factories = [policy_factory] * num_workers
+    for factory in factories:
+        if not callable(factory):
+            raise TypeError(
+                f"policy_factory must be callable (it builds the policy in each worker); got "
+                f"{type(factory).__name__}."
+            )
+    return factories
+
+
 def _common_storing_device(devices: dict[str, list[DeviceLike]]) -> torch.device:
     """The one device the workers' batches are gathered on (``storing_device``, else ``device``,
     else CPU); workers whose storing devices differ raise a ``ValueError``."""
@@ -297,6 +326,7 @@ class MultiCollector(BackgroundCollection):
         compile_policy: bool | dict[str, Any] | None = None,
         cudagraph_policy: bool | dict[str, Any] | None = None,
         sync: bool | None = None,
+        policy_factory: Callable[[], Any] | Sequence[Callable[[], Any]] | None = None,
     ) -> None:
         if sync is not None and bool(sync) is not self._synchronous:
             raise ValueError(
@@ -330,6 +360,7 @@ class MultiCollector(BackgroundCollection):
         self.track_traj_ids = track_traj_ids
         self.track_policy_version = track_policy_version
         self.policy = policy
+        self._policy_factories = _policy_factories(policy_factory, self.num_workers)
         self._pre_collect_hook = pre_collect_hook
         self._post_collect_hook = post_collect_hook
         self._worker_frames = [0] * self.num_workers
@@ -351,9 +382,12 @@ class MultiCollector(BackgroundCollection):
         self._context = _context(mp_start_method)
         self.weight_sync_scheme = policy_scheme(weight_sync_schemes)
         self._weight_sync_schemes = {"policy": self.weight_sync_scheme}
+        template = (
+            policy if isinstance(policy, nn.Module) else self.weight_sync_scheme.sender_source
+        )
         self._weights = (
-            SharedWeights(policy, self._context)
-            if isinstance(policy, nn.Module) and self.weight_sync_scheme.enabled
+            SharedWeights(template, self._context)
+            if isinstance(template, nn.Module | TensorDictBase) and self.weight_sync_scheme.enabled
             else None
         )
         collector_kwargs = {
@@ -386,14 +420,19 @@ class MultiCollector(BackgroundCollection):
         num_threads: int,
     ) -> list[WorkerSpec]:
         """What each worker builds: its env, the policy (pickled once) and its collector."""
-        policy_bytes = _dumps(self.policy) if self.policy is not None else None
+        if self._policy_factories is not None:
+            # Each worker builds its own policy; the parent's policy (if any) only holds weights.
+            policy_bytes = [_dumps(factory) for factory in self._policy_factories]
+        else:
+            policy_bytes = [_dumps(self.policy) if self.policy is not None else None] * len(env_fns)
         return [
             WorkerSpec(
                 index=index,
                 num_workers=self.num_workers,
                 create_env_fn=fn,
                 create_env_kwargs=kwargs,
-                policy_bytes=policy_bytes,
+                policy_bytes=policy_bytes[index],
+                policy_is_factory=self._policy_factories is not None,
                 frames_per_batch=self._worker_frames_per_batch(),
                 collector_kwargs={
                     **collector_kwargs,
@@ -641,11 +680,24 @@ class MultiCollector(BackgroundCollection):
 
         Args:
             policy_or_weights: a module, a TensorDict of weights or a state_dict. ``None``:
-                the policy given at construction (which the trainer optimises).
+                the policy given at construction (which the trainer optimises), else the
+                weights the scheme's ``init_on_sender`` was given.
         """
         if self._weights is None:
+            if self._policy_factories is not None and self.weight_sync_scheme.enabled:
+                raise ValueError(
+                    "this collector's workers build their policies from policy_factory and the "
+                    "parent holds no weights to sync them with: pass policy= (the trainer's "
+                    "module) too, or call weight_sync_schemes['policy'].init_on_sender(model=...) "
+                    "before building the collector."
+                )
             return
-        self._weights.push(self.policy if policy_or_weights is None else policy_or_weights)
+        source = policy_or_weights
+        if source is None:
+            source = (
+                self.policy if self.policy is not None else self.weight_sync_scheme.sender_source
+            )
+        self._weights.push(source)
 
     # -- iteration helpers ------------------------------------------------------------------
     def next(self) -> TensorDictBase | None:

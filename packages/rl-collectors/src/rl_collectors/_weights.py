@@ -21,7 +21,8 @@ class SharedWeights:
     """Shared-memory copy of a policy's parameters and buffers, plus a version counter.
 
     Args:
-        policy: the trainer's module; its weights are the initial content (version 0).
+        policy: the trainer's module (or a TensorDict of its weights); its weights are the
+            initial content (version 0).
         context: the multiprocessing context the workers are started with.
 
     Examples:
@@ -33,8 +34,9 @@ class SharedWeights:
         1
     """
 
-    def __init__(self, policy: nn.Module, context: Any) -> None:
-        self.weights: TensorDictBase = module_weights(policy).clone().share_memory_()
+    def __init__(self, policy: nn.Module | TensorDictBase, context: Any) -> None:
+        source = module_weights(policy) if isinstance(policy, nn.Module) else policy.data
+        self.weights: TensorDictBase = source.clone().share_memory_()
         self._version = context.Value("q", 0)
 
     @property

@@ -29,17 +29,19 @@ class WorkerSpec:
     num_threads: int = 1
     preemptive: bool = False  # poll the stop flag at every step (else whole rollouts)
     hooks_bytes: bytes | None = None  # pickled (pre_collect_hook, post_collect_hook)
+    policy_is_factory: bool = False  # policy_bytes holds a callable building the policy
 
 
 def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
     """The worker's own ``Collector``: endless, disjoint trajectory ids, version tracking."""
     policy = pickle.loads(spec.policy_bytes) if spec.policy_bytes is not None else None
+    factory = {"policy_factory": policy} if spec.policy_is_factory else {"policy": policy}
     with warnings.catch_warnings():
         # The parent rounds the batch up and warns once; the worker's share follows silently.
         warnings.filterwarnings("ignore", "frames_per_batch=", UserWarning)
         collector = Collector(
             spec.create_env_fn,
-            policy,
+            **factory,
             frames_per_batch=spec.frames_per_batch,
             total_frames=-1,
             create_env_kwargs=spec.create_env_kwargs,

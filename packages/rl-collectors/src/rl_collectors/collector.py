@@ -164,6 +164,9 @@ class Collector(BackgroundCollection):
             through ``tensordict.nn.CudaGraphModule`` (CUDA; it runs eagerly elsewhere).
         weight_sync_schemes: ``{"policy": scheme}`` as in TorchRL; one process runs the
             trainer's own module, so only the key is checked.
+        policy_factory: a callable returning the policy (instead of ``policy``), as TorchRL.
+            A policy with ``set_action_spec_from_env(env)`` (a spec-less ``RandomPolicy``)
+            is given the env's action spec either way.
 
     Examples:
         >>> collector = Collector(make_env, policy=None, frames_per_batch=100, total_frames=300)  # doctest: +SKIP
@@ -206,7 +209,15 @@ class Collector(BackgroundCollection):
         compile_policy: bool | dict[str, Any] | None = None,
         cudagraph_policy: bool | dict[str, Any] | None = None,
         weight_sync_schemes: dict[str, WeightSyncScheme] | None = None,
+        policy_factory: Callable[[], Callable[[TensorDictBase], TensorDictBase]] | None = None,
     ) -> None:
+        if policy_factory is not None:
+            if policy is not None:
+                raise ValueError(
+                    "pass either policy or policy_factory to a Collector, not both (the "
+                    "factory builds the policy this collector runs)."
+                )
+            policy = policy_factory()
         check_options(
             split_trajs,
             flatten,
@@ -251,6 +262,9 @@ class Collector(BackgroundCollection):
             env_device or device or getattr(self.env, "device", None) or "cpu"
         )
         self.storing_device = torch.device(storing_device or device or self.env_device)
+        fill_spec = getattr(policy, "set_action_spec_from_env", None)
+        if callable(fill_spec):
+            fill_spec(self.env)  # a RandomPolicy() built without a spec takes the env's
         self._source_policy = policy
         self.policy, self.policy_device = self._place_policy(policy, policy_device or device)
         self.policy_version = 0

@@ -33,7 +33,10 @@ class MultiSyncCollector(MultiCollector):
         create_env_fn: an env or a picklable env constructor (with ``num_workers``), or one
             per worker; env instances are pickled to their worker (each steps its own copy).
         policy: a ``TensorDict -> TensorDict`` callable (pickled once to each worker) or ``None``
-            for random actions.
+            for random actions. With ``policy_factory`` it stays in the parent as the
+            source of the weights ``update_policy_weights_()`` syncs.
+        policy_factory: a callable building the policy in each worker (nothing of it is
+            built in the parent), or one per worker, as TorchRL.
         num_workers: how many workers when one constructor is given.
         frames_per_batch: frames per batch, all workers together; or one count per worker
             (TorchRL's sequence form: worker ``i`` collects ``frames_per_batch[i]``, and a

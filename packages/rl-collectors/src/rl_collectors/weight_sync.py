@@ -39,6 +39,33 @@ class WeightSyncScheme:
             raise ValueError(f"strategy must be one of {_STRATEGIES}; got {strategy!r}.")
         self.strategy_str = strategy
         self.sync = sync
+        self.sender_source: Any | None = None  # set by init_on_sender
+
+    def init_on_sender(
+        self,
+        *,
+        model: Any | None = None,
+        weights: Any | None = None,
+        model_id: str | None = "policy",
+        devices: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """Give the scheme the sender's weights (a module or a TensorDict of weights), as
+        TorchRL's ``init_on_sender(model=..., devices=..., model_id=...)``.
+
+        A multiprocess collector built from a ``policy_factory`` alone (no ``policy`` in the
+        parent) takes the layout of its shared weights from here. ``devices`` and other
+        keywords are accepted for TorchRL's signature (workers place weights themselves).
+
+        Raises:
+            ValueError: a ``model_id`` other than ``"policy"``, or neither / both of
+                ``model`` and ``weights``.
+        """
+        if model_id not in (None, "policy"):
+            raise ValueError(f"only the 'policy' model is synced here; got model_id={model_id!r}.")
+        if (model is None) == (weights is None):
+            raise ValueError("init_on_sender needs exactly one of model= or weights=.")
+        self.sender_source = model if model is not None else weights
 
     @classmethod
     def from_backend(cls, backend: str, **kwargs: Any) -> WeightSyncScheme:
