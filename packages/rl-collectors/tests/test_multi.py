@@ -19,8 +19,8 @@ from rl_collectors_toy_env import (
 
 from rl_collectors import (
     MultiAsyncCollector,
-    MultiProcessWeightSyncScheme,
     MultiaSyncDataCollector,
+    MultiProcessWeightSyncScheme,
     MultiSyncCollector,
     MultiSyncDataCollector,
     WorkerError,
