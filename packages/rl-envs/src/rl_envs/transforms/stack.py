@@ -38,7 +38,7 @@ class Stack(Transform):
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict(a=torch.zeros(3), b=torch.ones(3))
-        >>> Stack(["a", "b"], "ab")(td)["ab"]
+        >>> Stack(["a", "b"], "ab", dim=-2)(td)["ab"]
         tensor([[0., 0., 0.],
                 [1., 1., 1.]])
     """
