@@ -114,3 +114,15 @@ def test_close_twice_raises_only_with_raise_if_closed():
     env.close(raise_if_closed=False)
     with pytest.raises(RuntimeError, match="trying to close a closed environment"):
         env.close(raise_if_closed=True)
+
+
+def test_share_individual_td_is_accepted_and_changes_nothing():
+    with SerialEnv(2, PendulumEnv, share_individual_td=True) as env:
+        assert env.share_individual_td is True
+        env.set_seed(0)
+        torch.manual_seed(0)
+        a = env.rollout(3)
+    with SerialEnv(2, PendulumEnv) as env:
+        env.set_seed(0)
+        torch.manual_seed(0)
+        torch.testing.assert_close(env.rollout(3)["observation"], a["observation"])

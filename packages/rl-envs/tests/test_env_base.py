@@ -451,3 +451,54 @@ def test_action_that_broadcasts_to_the_spec_goes_to_the_env():
     env.validate_actions = True
     with pytest.raises(ValueError, match=r"broadcasts to the spec's \(1,\)"):
         env.step(env.reset().set("action", torch.tensor(1.0)))
+
+
+def test_fake_tensordict_holds_every_declared_entry_as_zeros():
+    env = CountEnv((2,))
+    td = env.fake_tensordict()
+    assert td.batch_size == (2,)
+    assert set(td.keys()) == {"observation", "done", "terminated", "truncated", "action", "next"}
+    assert set(td["next"].keys()) == {"observation", "reward", "done", "terminated", "truncated"}
+    assert not td["next", "reward"].any() and not td["action"].any()
+    env.check_env_specs()  # TorchRL's method form
+
+
+class DoneOnly(CountEnv):
+    """CountEnv declaring only a "done" flag."""
+
+    def __init__(self):
+        super().__init__(limit=100.0)
+        self.done_spec = Composite(done=Categorical(2, shape=(1,), dtype=torch.bool))
+
+    def _step(self, td):
+        out = super()._step(td)
+        return out.set("done", out.pop("terminated"))
+
+
+def test_set_truncated_marks_the_last_step_and_needs_the_key():
+    env = DoneOnly()
+    with pytest.raises(RuntimeError, match="set_truncated was set to True"):
+        env.rollout(3, set_truncated=True)
+    assert env.add_truncated_keys() is env
+    assert set(env.done_keys) == {"done", "truncated"}
+    r = env.rollout(4, ones(env), set_truncated=True, break_when_any_done=False)
+    assert r["next", "truncated"].squeeze(-1).tolist() == [False, False, False, True]
+    assert r["next", "done"].squeeze(-1).tolist() == [False, False, False, True]
+
+
+def test_rollout_replays_given_actions():
+    env = CountEnv(limit=100.0)
+    r = env.rollout(50, actions=[torch.full((1,), 0.5) for _ in range(4)])
+    assert r.batch_size == (4,)  # a sized iterable caps max_steps
+    assert r["next", "observation"].squeeze(-1).tolist() == [0.5, 1.0, 1.5, 2.0]
+    r = env.rollout(3, actions=(torch.ones(1) for _ in range(3)))
+    assert r["next", "observation"].squeeze(-1).tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="not both"):
+        env.rollout(3, ones(env), actions=[torch.ones(1)])
+    with pytest.raises(ValueError, match="ran out"):
+        env.rollout(3, actions=(torch.ones(1) for _ in range(2)))
+
+
+def test_rollout_storing_device():
+    r = CountEnv().rollout(2, storing_device="meta")
+    assert r.device == torch.device("meta") and r["next", "observation"].device.type == "meta"

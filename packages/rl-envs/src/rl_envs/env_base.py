@@ -99,7 +99,7 @@ Input checking (the documented choice for the hot path):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -507,6 +507,49 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         """
         self.is_closed = True
 
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zero-filled transition with every entry the specs declare (TorchRL's name).
+
+        The root holds the observations, done flags, states and actions; ``"next"``
+        the observations, rewards and done flags. Handy to preallocate storage or
+        to check a module's keys without running the env.
+
+        Example:
+            >>> from rl_envs import PendulumEnv
+            >>> td = PendulumEnv().fake_tensordict()
+            >>> sorted(td["next"].keys())
+            ['done', 'observation', 'reward', 'terminated', 'truncated']
+        """
+        root = self._full_state_spec.zero()
+        root.update(self._full_observation_spec.zero())
+        root.update(self._full_done_spec.zero())
+        nxt = root.exclude(*self.state_keys).clone()
+        nxt.update(self._full_reward_spec.zero())
+        root.update(self._full_action_spec.zero())
+        root.set("next", nxt)
+        return root
+
+    def check_env_specs(self, *args: Any, **kwargs: Any) -> None:
+        """Runs :func:`rl_envs.utils.check_env_specs` on this env (TorchRL's method)."""
+        from rl_envs.utils import check_env_specs
+
+        check_env_specs(self, *args, **kwargs)
+
+    def add_truncated_keys(self) -> EnvBase:
+        """Adds a ``"truncated"`` flag next to each ``"done"`` that lacks one; returns ``self``.
+
+        The new flag is a copy of the ``"done"`` spec; ``_step`` outputs that leave it
+        out get ``False`` (see ``_step``). ``rollout(..., set_truncated=True)`` needs it.
+        """
+        spec = self._full_done_spec
+        for group in self.done_keys_groups:
+            prefix = group[0][:-1] if isinstance(group[0], tuple) else ()
+            done_key = (*prefix, "done") if prefix else "done"
+            trunc_key = (*prefix, "truncated") if prefix else "truncated"
+            if done_key in group and trunc_key not in group:
+                spec[trunc_key] = spec[done_key].clone()
+        return self
+
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """The env's exact state, for bit-identical resumes (see the module docstring).
@@ -566,6 +609,9 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         tensordict: TensorDictBase | None = None,
         out: TensorDictBase | None = None,
         backend: str = "auto",
+        actions: Iterable[torch.Tensor] | None = None,
+        storing_device: torch.device | str | None = None,
+        set_truncated: bool = False,
     ) -> TensorDictBase:
         """Runs ``policy`` in the env for up to ``max_steps`` steps.
 
@@ -588,6 +634,13 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                 supports the call, else the generic loop), ``"generic"`` (the reference
                 loop) or a backend's name; see :mod:`rl_envs.rollout_backend`. Every
                 backend returns the generic loop's result, bit for bit.
+            actions: the actions to take, one tensor per step (written under the
+                env's action key); a sized iterable caps ``max_steps`` to its length.
+                Exclusive with ``policy``.
+            storing_device: the device of the returned TensorDict (default the env's).
+            set_truncated: mark the last step ``truncated`` (and ``done``), e.g. for a
+                value target that bootstraps there; the done spec must hold
+                ``"truncated"`` (see :meth:`add_truncated_keys`).
 
         Returns:
             A TensorDict of batch_size ``[*B, T]``, ``T <= max_steps``. As in TorchRL,
@@ -596,6 +649,16 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         """
         from rl_envs._rollout import run_rollout
 
+        if actions is not None:
+            if policy is not None:
+                raise ValueError(
+                    "rollout(policy=..., actions=...): pass one of them, not both (actions "
+                    "replays given actions; policy computes them)."
+                )
+            if hasattr(actions, "__len__"):
+                max_steps = min(max_steps, len(actions))  # type: ignore[arg-type]
+            policy = _ReplayActions(iter(actions), self.action_key)
+        truncated_keys = self._truncated_keys() if set_truncated else []
         result = run_rollout(
             self,
             max_steps,
@@ -611,7 +674,30 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         )
         if out is None and return_contiguous and not result._has_names():
             result.refine_names(..., "time")
+        if truncated_keys:
+            last = result[..., -1]
+            for key in truncated_keys:
+                last.get(("next", *key)).fill_(True)
+                done = (*key[:-1], "done")
+                if ("next", *done) in last.keys(True, True):
+                    last.get(("next", *done)).fill_(True)
+        if storing_device is not None:
+            result = result.to(storing_device)
         return result
+
+    def _truncated_keys(self) -> list[tuple[str, ...]]:
+        keys = [
+            key if isinstance(key, tuple) else (key,)
+            for key in self.done_keys
+            if (key[-1] if isinstance(key, tuple) else key) == "truncated"
+        ]
+        if not keys:
+            raise RuntimeError(
+                f"rollout(set_truncated=True): set_truncated was set to True but "
+                f"{type(self).__name__}'s done spec holds no 'truncated' key (keys: "
+                f"{self.done_keys}). Call env.add_truncated_keys() first."
+            )
+        return keys
 
 
 _SPEC_ATTRS = (
@@ -639,6 +725,24 @@ _STATEFUL_ENVS = (
     "DMControlEnv/DMControlWrapper",
     "TransformedEnv, SerialEnv and ParallelEnv over envs that support it",
 )
+
+
+class _ReplayActions:
+    """The policy of ``rollout(actions=...)``: writes the next given action."""
+
+    def __init__(self, actions: Iterator[torch.Tensor], key: Any) -> None:
+        self.actions = actions
+        self.key = key
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        try:
+            action = next(self.actions)
+        except StopIteration:
+            raise ValueError(
+                "rollout(actions=...): the actions ran out before max_steps; pass as many "
+                "actions as steps, or a smaller max_steps."
+            ) from None
+        return tensordict.set(self.key, action)
 
 
 def keep_preset_next(preset: TensorDictBase, next_td: TensorDictBase) -> TensorDictBase:

@@ -85,6 +85,9 @@ class ParallelEnv(EnvBase):
             the pipes, stacked lazily where the rows differ (``False``: for
             observations that change shape or non-tensor data). Default: buffers
             unless a spec has a ``-1`` dim or is ``NonTensor``.
+        share_individual_td: TorchRL's choice between one stacked buffer and one buffer
+            per sub-env. Results are the same either way; here the buffers are always
+            one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
 
     Example:
         >>> from rl_envs import PendulumEnv, ParallelEnv
@@ -107,6 +110,7 @@ class ParallelEnv(EnvBase):
         device: Any = None,
         validate_actions: bool = False,
         use_buffers: bool | None = None,
+        share_individual_td: bool | None = None,
     ) -> None:
         if envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}.")
@@ -154,6 +158,7 @@ class ParallelEnv(EnvBase):
         self.num_threads = num_threads
         set_batched_specs(self, meta, n)
         self.use_buffers = wants_buffers(meta) if use_buffers is None else bool(use_buffers)
+        self.share_individual_td = bool(share_individual_td)
         self._exchange: Buffers | None = (
             make_buffers(self, shared=True) if self.use_buffers else None
         )

@@ -53,6 +53,9 @@ class SerialEnv(EnvBase):
             observations that change shape or non-tensor data; see
             ``rl_envs.batched._unbuffered``). Default: buffers unless a spec has a
             ``-1`` dim or is ``NonTensor``.
+        share_individual_td: TorchRL's choice between one stacked buffer and one buffer
+            per sub-env. Results are the same either way; here the buffers are always
+            one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
 
     Example:
         >>> from rl_envs import PendulumEnv, SerialEnv
@@ -70,6 +73,7 @@ class SerialEnv(EnvBase):
         device: Any = None,
         validate_actions: bool = False,
         use_buffers: bool | None = None,
+        share_individual_td: bool | None = None,
     ) -> None:
         fns = as_fn_list(create_env_fn, num_workers)
         kwargs = as_kwargs_list(create_env_kwargs, num_workers)
@@ -90,6 +94,7 @@ class SerialEnv(EnvBase):
         self.create_env_kwargs = kwargs
         set_batched_specs(self, meta, num_workers)
         self.use_buffers = wants_buffers(meta) if use_buffers is None else bool(use_buffers)
+        self.share_individual_td = bool(share_individual_td)
         self._exchange: Buffers | None = (
             make_buffers(self, shared=False) if self.use_buffers else None
         )
