@@ -210,3 +210,18 @@ def test_lazy_stack_storage_samples_ragged_tensordicts():
     assert type(sample).__name__ == "LazyStackedTensorDict" and sample.shape == (6,)
     for item, name in zip(sample.unbind(0), sample["name"], strict=True):
         assert item["a"].shape[0] == (2 if name == "short" else 3)
+
+
+def test_memmap_cleanup(tmp_path):
+    kept = LazyMemmapStorage(10, scratch_dir=tmp_path / "kept")
+    assert kept._auto_cleanup is False and LazyMemmapStorage(10)._auto_cleanup is True
+    storage = LazyMemmapStorage(10, scratch_dir=tmp_path / "mine", auto_cleanup=True)
+    assert storage.cleanup() is False  # nothing written yet
+    storage.set(slice(0, 2), TensorDict(a=torch.zeros(2), batch_size=[2]))
+    assert storage.cleanup() is True and not (tmp_path / "mine").exists()
+    assert storage.cleanup() is False
+    temp = LazyMemmapStorage(10)
+    temp.set(slice(0, 2), torch.zeros(2))
+    directory = temp.scratch_dir
+    del temp
+    assert not directory.exists()  # removed when the storage is garbage-collected

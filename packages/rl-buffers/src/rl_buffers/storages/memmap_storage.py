@@ -29,8 +29,10 @@ class LazyMemmapStorage(TensorStorage):
 
     Args:
         max_size: the capacity in items.
-        scratch_dir: the directory of the files. Default: a fresh temporary
-            directory, removed when the storage is garbage-collected.
+        scratch_dir: the directory of the files. Default: a fresh temporary directory.
+        auto_cleanup: remove ``scratch_dir`` when the storage is garbage-collected or the
+            process exits (see :meth:`cleanup`). Default: ``True`` for the temporary
+            directory, ``False`` for a ``scratch_dir`` you gave (it is kept for reopening).
         device: where sampled tensors are sent (the files live on the host).
         ndim: 1 (items) or 2 (``[envs, time]``).
         existsok: reopen ``scratch_dir`` if it already holds a storage.
@@ -61,13 +63,16 @@ class LazyMemmapStorage(TensorStorage):
         existsok: bool = False,
         check_memory: bool = True,
         compilable: bool = False,
+        auto_cleanup: bool | None = None,
     ) -> None:
         super().__init__(
             max_size, device=device, ndim=ndim, check_memory=check_memory, compilable=compilable
         )
+        self._scratch_dir_is_temp = scratch_dir is None
+        self._auto_cleanup = self._scratch_dir_is_temp if auto_cleanup is None else auto_cleanup
+        self._cleaned_up = False
         if scratch_dir is None:
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="rl_buffers_memmap_"))
-            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)
         else:
             self.scratch_dir = Path(scratch_dir)
             try:
@@ -82,6 +87,7 @@ class LazyMemmapStorage(TensorStorage):
                 f"LazyMemmapStorage: scratch_dir {str(self.scratch_dir)!r} is not writable: "
                 "pass a directory you can write to (nothing was written)."
             )
+        self._finalizer: weakref.finalize | None = None
         self._state: torch.Tensor | None = None
         if (self.scratch_dir / _META).exists():
             if not existsok:
@@ -90,6 +96,26 @@ class LazyMemmapStorage(TensorStorage):
                     "existsok=True to reopen it, or choose an empty directory."
                 )
             self._reopen()
+        if self._auto_cleanup:  # at garbage collection, or at the latest at interpreter exit
+            self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)
+
+    def cleanup(self) -> bool:
+        """Removes ``scratch_dir`` and its files now; the storage cannot be used afterwards.
+
+        Returns:
+            ``True`` if files were removed; ``False`` if the storage never wrote any, the
+            directory is already gone, or it was cleaned up before.
+        """
+        if self._cleaned_up or self._layout is None:
+            return False
+        self._cleaned_up = True
+        self._leaves, self._state, self._layout, self._filled = [], None, None, 0
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if not self.scratch_dir.exists():
+            return False
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        return True
 
     def _describe(self) -> str:
         return f"LazyMemmapStorage(max_size={self.max_size}, scratch_dir={str(self.scratch_dir)!r})"
