@@ -502,3 +502,26 @@ def test_rollout_replays_given_actions():
 def test_rollout_storing_device():
     r = CountEnv().rollout(2, storing_device="meta")
     assert r.device == torch.device("meta") and r["next", "observation"].device.type == "meta"
+
+
+class Halve(torch.nn.Module):
+    def forward(self, observation):
+        return observation * 0 + 0.5
+
+
+def test_plain_module_policy_reads_the_observation_and_writes_the_action():
+    r = CountEnv(limit=100.0).rollout(3, Halve())
+    assert r["action"].squeeze(-1).tolist() == [0.5, 0.5, 0.5]
+    assert r["next", "observation"].squeeze(-1).tolist() == [0.5, 1.0, 1.5]
+    r = CountEnv(limit=100.0).rollout(2, torch.nn.Sequential(Halve()))  # the only observation
+    assert r["next", "observation"].squeeze(-1).tolist() == [0.5, 1.0]
+
+
+class TdModule(torch.nn.Module):
+    def forward(self, td):
+        return td.set("action", torch.full((1,), 0.25))
+
+
+def test_module_reading_a_tensordict_is_called_with_it():
+    r = CountEnv(limit=100.0).rollout(2, TdModule())
+    assert r["action"].squeeze(-1).tolist() == [0.25, 0.25]

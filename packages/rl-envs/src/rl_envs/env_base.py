@@ -99,11 +99,13 @@ Input checking (the documented choice for the hot path):
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
 
 from rl_envs import _checks
 from rl_envs._env_specs import EnvSpecs
@@ -618,7 +620,9 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         Args:
             max_steps: number of steps.
             policy: a callable reading and writing a TensorDict (e.g. a
-                ``TensorDictModule``); ``None`` uses random actions.
+                ``TensorDictModule``); ``None`` uses random actions. A plain
+                ``nn.Module`` is called with the observation tensor(s) (named like
+                its ``forward`` arguments, or the only one) and writes the action.
             callback: called as ``callback(env, td)`` after each step.
             auto_reset: reset before the first step (else ``tensordict`` is the start).
             break_when_any_done: stop at the first step where any entry is done
@@ -658,6 +662,8 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             if hasattr(actions, "__len__"):
                 max_steps = min(max_steps, len(actions))  # type: ignore[arg-type]
             policy = _ReplayActions(iter(actions), self.action_key)
+        if _is_tensor_policy(policy):
+            policy = _TensorPolicy(policy, self)
         truncated_keys = self._truncated_keys() if set_truncated else []
         result = run_rollout(
             self,
@@ -725,6 +731,50 @@ _STATEFUL_ENVS = (
     "DMControlEnv/DMControlWrapper",
     "TransformedEnv, SerialEnv and ParallelEnv over envs that support it",
 )
+
+
+_TD_ARG_NAMES = frozenset({"td", "tensordict", "tensordict_in", "data"})
+
+
+def _is_tensor_policy(policy: Any) -> bool:
+    """A plain ``nn.Module`` that reads tensors, not a TensorDict (TorchRL wraps those):
+    no ``in_keys`` / ``out_keys`` and a ``forward`` whose argument is not a TensorDict's
+    usual name (``td``, ``tensordict``...), which a TensorDict-reading module keeps."""
+    if not isinstance(policy, torch.nn.Module) or isinstance(policy, TensorDictModuleBase):
+        return False
+    if hasattr(policy, "in_keys") or hasattr(policy, "out_keys"):
+        return False
+    names = list(inspect.signature(policy.forward).parameters)
+    return not (len(names) == 1 and names[0] in _TD_ARG_NAMES)
+
+
+class _TensorPolicy:
+    """A plain ``nn.Module`` policy in a rollout: observations in, the action out (TorchRL).
+
+    The module is called with the observation entries named like its ``forward``
+    arguments, or with the only observation when the env has one; its output is
+    written under the env's action key.
+    """
+
+    def __init__(self, module: torch.nn.Module, env: EnvBase) -> None:
+        names = list(inspect.signature(module.forward).parameters)
+        obs = env.observation_keys
+        if names and all(n in obs for n in names):
+            self.in_keys = names
+        elif len(obs) == 1:
+            self.in_keys = obs
+        else:
+            raise TypeError(
+                f"rollout(policy={type(module).__name__}): a plain nn.Module policy is called "
+                "with the observations named like its forward() arguments, or with the only "
+                f"observation; this env has {obs} and forward takes {names}. Wrap it in a "
+                "TensorDictModule(module, in_keys=[...], out_keys=[...])."
+            )
+        self.module = module
+        self.out_key = env.action_key
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return tensordict.set(self.out_key, self.module(*[tensordict.get(k) for k in self.in_keys]))
 
 
 class _ReplayActions:
