@@ -44,6 +44,7 @@ from rl_envs.transforms.shape import FlattenObservation, UnsqueezeTransform
 from rl_envs.transforms.squeeze import SqueezeTransform
 from rl_envs.transforms.stack import Stack
 from rl_envs.transforms.step_counter import StepCounter
+from rl_envs.transforms.success_reward import SuccessReward
 from rl_envs.transforms.target_return import TargetReturn
 from rl_envs.transforms.terminate import TerminateTransform
 from rl_envs.transforms.time_max_pool import TimeMaxPool
@@ -98,6 +99,7 @@ __all__ = [
     "SqueezeTransform",
     "Stack",
     "StepCounter",
+    "SuccessReward",
     "TargetReturn",
     "TensorDictPrimer",
     "TerminateTransform",
