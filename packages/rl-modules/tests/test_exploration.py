@@ -144,3 +144,16 @@ def test_noise_modules_take_a_device_and_ou_needs_a_spec():
     assert OrnsteinUhlenbeckProcessModule(box, device="meta").eps.device.type == "meta"
     with pytest.raises(RuntimeError, match="spec cannot be None"):
         OrnsteinUhlenbeckProcessModule(spec=None)
+
+
+def test_noise_modules_project_with_the_action_entry_of_a_composite_spec():
+    box = specs.BoxSpec(-torch.ones(2), torch.ones(2))
+    td = TensorDict(action=torch.full((4, 2), 5.0), batch_size=[4])
+    out = AdditiveGaussianModule(specs.Composite(action=box))(td.clone())
+    assert out["action"].abs().max() <= 1
+    ou = OrnsteinUhlenbeckProcessModule(specs.Composite(action=box))
+    assert ou(td.clone())["action"].abs().max() <= 1
+    egreedy = EGreedyModule(specs.Composite(action=box), eps_init=1.0, eps_end=1.0)
+    assert egreedy(td.clone())["action"].abs().max() <= 1
+    with pytest.raises(KeyError, match="no entry 'action'"):
+        AdditiveGaussianModule(specs.Composite(other=box))(td.clone())

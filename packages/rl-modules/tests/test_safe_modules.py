@@ -199,3 +199,18 @@ def test_tanh_module_exposes_torchrl_buffer_names():
     assert float(m.a_c_low) == -2.0 and float(m.a_c_high) == 3.0
     assert m.non_trivial == {("a", "c"): True}
     assert TanhModule(["x"]).non_trivial == {"x": False}
+
+
+def test_safe_module_passes_none_for_a_missing_in_key():
+    # a recurrent net takes hidden=None at the first step (TensorDictModule's convention)
+    def net(obs, hidden):
+        hidden = torch.zeros_like(obs) if hidden is None else hidden
+        return obs + hidden, hidden + 1
+
+    m = SafeModule(net, in_keys=["observation", "hidden"], out_keys=["out", ("next", "hidden")])
+    td = m(TensorDict(observation=torch.ones(3, 2), batch_size=[3]))
+    assert torch.equal(td["out"], torch.ones(3, 2)) and torch.equal(
+        td["next", "hidden"], torch.ones(3, 2)
+    )
+    with pytest.raises(KeyError, match="observation"):
+        SafeModule(torch.nn.Linear(2, 2), ["observation"], ["action"])(TensorDict(batch_size=[3]))

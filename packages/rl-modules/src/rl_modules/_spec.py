@@ -121,6 +121,23 @@ def is_composite(spec: Any) -> bool:
     return spec is not None and callable(getattr(spec, "keys", None))
 
 
+def spec_of_key(spec: Any, key: Any, who: str) -> Any:
+    """``spec[key]`` for a Composite-like ``spec`` (e.g. a policy's ``{"action": Bounded}``), else ``spec``.
+
+    Raises:
+        KeyError: a Composite-like spec without ``key``.
+    """
+    if not is_composite(spec):
+        return spec
+    keys = list(spec.keys(True, True))
+    if key not in keys:
+        raise KeyError(
+            f"{who}: the Composite spec has no entry {key!r} (it holds {keys}); pass the spec of "
+            "the action itself, or set action_key to one of its entries."
+        )
+    return spec[key]
+
+
 def composite_class_of(spec: Any) -> type | None:
     """The ``Composite`` class of the library ``spec`` comes from, or ``None``.
 

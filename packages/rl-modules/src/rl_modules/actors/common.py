@@ -10,7 +10,6 @@ from tensordict.nn import TensorDictModule
 from tensordict.utils import NestedKey
 from torch import nn
 
-from rl_modules._keys import check_in_keys
 from rl_modules._spec import as_composite, project_into
 
 
@@ -73,7 +72,9 @@ class SafeModule(TensorDictModule):
         self.safe = safe
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        check_in_keys(tensordict, self.in_keys, type(self).__name__)
+        # As TensorDictModule: a missing in_key reaches the module as None (recurrent nets
+        # take hidden=None at the first step); if the module fails on it, tensordict raises
+        # a KeyError naming the missing keys.
         out = super().forward(tensordict, *args, **kwargs)
         if self.safe:
             for key in self.out_keys:

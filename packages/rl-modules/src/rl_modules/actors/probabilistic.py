@@ -16,7 +16,6 @@ from tensordict.nn import (
 )
 from tensordict.utils import NestedKey
 
-from rl_modules._keys import check_in_keys
 from rl_modules._spec import as_composite, project_into, spec_bounds
 from rl_modules.actors.common import leaf_spec
 from rl_modules.distributions import Delta
@@ -153,7 +152,6 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self.safe = safe
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        check_in_keys(tensordict, self.module[0].in_keys, type(self).__name__)
         out = super().forward(tensordict, *args, **kwargs)
         if self.safe:
             key = self.module[-1].out_keys[0]

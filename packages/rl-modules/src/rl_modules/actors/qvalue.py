@@ -239,12 +239,6 @@ class QValueActor(TensorDictSequential):
         super().__init__(net, head)
         self.spec = spec
 
-    @dispatch(auto_batch_size=False)
-    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        """Run the net and the head (also callable with tensors: ``actor(obs)``)."""
-        check_in_keys(tensordict, self.module[0].in_keys, type(self).__name__)
-        return super().forward(tensordict, *args, **kwargs)
-
 
 class DistributionalQValueModule(QValueModule):
     """Greedy head for distributional Q-values (C51, Bellemare et al., 2017).

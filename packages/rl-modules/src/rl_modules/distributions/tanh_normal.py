@@ -109,11 +109,21 @@ class TanhNormal(D.Distribution):
         self.low = _as_bound(low, loc)
         self.high = _as_bound(high, loc)
         numbers = isinstance(low, int | float) and isinstance(high, int | float)
-        if (high <= low) if numbers else bool((self.high <= self.low).any()):
-            raise ValueError(f"TanhNormal: every high must exceed low, got low={low}, high={high}.")
         if numbers:
+            if high <= low:
+                raise ValueError(
+                    f"TanhNormal: every high must exceed low, got low={low}, high={high}."
+                )
             self._unit = low == -1 and high == 1
+        elif torch.compiler.is_compiling():
+            # tensor bounds: reading their values would break the compiled graph; the
+            # rescaling below is exact for [-1, 1] too (times 1, plus 0)
+            self._unit = False
         else:
+            if bool((self.high <= self.low).any()):
+                raise ValueError(
+                    f"TanhNormal: every high must exceed low, got low={low}, high={high}."
+                )
             self._unit = bool((self.low == -1).all() and (self.high == 1).all())
         if self._unit:
             # [-1, 1] (the default): no rescaling, so bounds of any shape leave the

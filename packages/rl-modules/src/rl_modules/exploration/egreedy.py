@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import require_attr
+from rl_modules._spec import require_attr, spec_of_key
 from rl_modules.exploration_type import ExplorationType, exploration_type
 
 
@@ -105,14 +105,15 @@ class EGreedyModule(TensorDictModuleBase):
                 "actions: pass spec= (the env's action spec), set module.spec, or give "
                 "action_mask_key so random actions come from the mask."
             )
-        shape = getattr(self.spec, "shape", None)
+        spec = spec_of_key(self.spec, self.action_key, type(self).__name__)
+        shape = getattr(spec, "shape", None)
         if shape is not None and tuple(action.shape[len(batch) :]) != tuple(shape):
             raise ValueError(
                 f"EGreedyModule: Action spec shape does not match the action shape: spec "
                 f"{tuple(shape)}, action {tuple(action.shape)} with batch {tuple(batch)}. Give "
                 "the spec of the action this module reads (action_key)."
             )
-        return self.spec.rand(batch).to(action.device)
+        return spec.rand(batch).to(action.device)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if exploration_type() not in (ExplorationType.RANDOM, None):

@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import project_into
+from rl_modules._spec import project_into, spec_of_key
 from rl_modules.exploration.egreedy import linear_annealing
 from rl_modules.exploration_type import ExplorationType, exploration_type
 
@@ -88,6 +88,7 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         noise = torch.randn_like(action) * self.std + self.mean
         action = action + self.sigma.to(action) * noise
         if self.safe:
-            action = project_into(self.spec, action, type(self).__name__)
+            spec = spec_of_key(self.spec, self.action_key, type(self).__name__)
+            action = project_into(spec, action, type(self).__name__)
         tensordict.set(self.action_key, action)
         return tensordict

@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_modules._keys import check_in_keys
-from rl_modules._spec import project_into
+from rl_modules._spec import project_into, spec_of_key
 from rl_modules.exploration.egreedy import linear_annealing
 from rl_modules.exploration_type import ExplorationType, exploration_type
 
@@ -136,7 +136,8 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         noise = ou_step(prev, self.theta, self.mu, sigma, self.dt)
         action = action + self.eps.to(action) * noise
         if self.safe:
-            action = project_into(self.spec, action, type(self).__name__)
+            spec = spec_of_key(self.spec, self.action_key, type(self).__name__)
+            action = project_into(spec, action, type(self).__name__)
         tensordict.set(self.action_key, action)
         tensordict.set(self.noise_key, noise)
         tensordict.set(self.steps_key, steps + 1)
