@@ -104,11 +104,22 @@ def test_unbuffered_rollout_equals_buffered(cls):
 
 
 @pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
-def test_non_tensor_observations_default_to_unbuffered(cls):
-    with cls(2, Texts) as env:
+@pytest.mark.parametrize("use_buffers", [None, True])
+def test_non_tensor_observations_never_use_buffers(cls, use_buffers):
+    with cls(2, Texts, use_buffers=use_buffers) as env:
         assert env.use_buffers is False
         td = env.reset()
         assert td.batch_size == (2,) and td["text"] == ["start", "start"]
         td = env.step(td.set("action", torch.tensor([[1.0], [2.0]])))
         assert td["next", "text"] == ["at 3", "at 4"]
         assert isinstance(td["next"], TensorDict | LazyStackedTensorDict)
+
+
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+def test_unbuffered_partial_reset_keeps_the_other_rows(cls):
+    with cls(2, Texts) as env:
+        td = env.step(env.reset().set("action", torch.tensor([[1.0], [4.0]])))
+        root = td["next"].exclude("reward").set("_reset", torch.tensor([[True], [False]]))
+        out = env.reset(root)
+        assert out["text"] == ["start", "at 6"]
+        assert out["observation"].squeeze(-1).tolist() == [2.0, 6.0]

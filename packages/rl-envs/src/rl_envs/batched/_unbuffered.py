@@ -23,7 +23,7 @@ from rl_envs.batched._layout import SubEnvMeta
 from rl_envs.batched._worker import KEEP
 from rl_envs.specs import NonTensor
 
-__all__ = ["reset_items", "skip_rows", "stack_rows", "step_items", "wants_buffers"]
+__all__ = ["keep_rows", "reset_items", "skip_rows", "stack_rows", "step_items", "wants_buffers"]
 
 
 def wants_buffers(meta: SubEnvMeta) -> bool:
@@ -63,6 +63,24 @@ def reset_items(tensordict: TensorDictBase | None, n: int) -> list[Any]:
         else:
             items.append(tensordict[i].select("_reset"))
     return items
+
+
+def keep_rows(
+    outs: list[TensorDictBase | None],
+    rows: list[TensorDictBase | None],
+    tensordict: TensorDictBase | None,
+) -> list[TensorDictBase | None]:
+    """The root rows after a reset: the new outputs, and for the sub-envs not reset their
+    last reset row updated with the input's current values (non-tensor entries too)."""
+    kept: list[TensorDictBase | None] = []
+    for i, out in enumerate(outs):
+        if out is not None or rows[i] is None or tensordict is None:
+            kept.append(out if out is not None else rows[i])
+            continue
+        row = rows[i].clone()
+        row.update(tensordict[i].select(*row.keys(True), strict=False))  # non-tensors too
+        kept.append(row)
+    return kept
 
 
 def stack_rows(

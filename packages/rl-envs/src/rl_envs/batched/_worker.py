@@ -127,7 +127,7 @@ class EnvGroup:
         """Resets sub-env ``j`` as ``items[j]`` says: :data:`KEEP` (not reset, ``None`` out),
         ``None`` (a full reset) or a TensorDict with ``"_reset"`` (a partial one)."""
         return [
-            None if item is KEEP else env.reset(item)
+            None if isinstance(item, str) else env.reset(item)  # KEEP (pickled: not `is`)
             for env, item in zip(self.envs, items, strict=True)
         ]
 

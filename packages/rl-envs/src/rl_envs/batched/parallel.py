@@ -26,6 +26,7 @@ from rl_envs.batched._layout import (
     write_inputs,
 )
 from rl_envs.batched._unbuffered import (
+    keep_rows,
     reset_items,
     skip_rows,
     stack_rows,
@@ -84,7 +85,8 @@ class ParallelEnv(EnvBase):
         use_buffers: shared-memory buffers (``True``) or pickled TensorDicts through
             the pipes, stacked lazily where the rows differ (``False``: for
             observations that change shape or non-tensor data). Default: buffers
-            unless a spec has a ``-1`` dim or is ``NonTensor``.
+            unless a spec has a ``-1`` dim or is ``NonTensor`` (such specs never use
+            buffers).
         share_individual_td: TorchRL's choice between one stacked buffer and one buffer
             per sub-env. Results are the same either way; here the buffers are always
             one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
@@ -157,7 +159,8 @@ class ParallelEnv(EnvBase):
         self.mp_start_method = mp_start_method
         self.num_threads = num_threads
         set_batched_specs(self, meta, n)
-        self.use_buffers = wants_buffers(meta) if use_buffers is None else bool(use_buffers)
+        # buffers only where the specs fit them (fixed shapes, tensors): else TensorDicts
+        self.use_buffers = wants_buffers(meta) and use_buffers is not False
         self.share_individual_td = bool(share_individual_td)
         self._exchange: Buffers | None = (
             make_buffers(self, shared=True) if self.use_buffers else None
@@ -412,7 +415,7 @@ class ParallelEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
         if self._exchange is None:
             outs = self._unbuffered(b"R", reset_items(tensordict, self.batch_size[0]))
-            self._rows = [out if out is not None else self._rows[i] for i, out in enumerate(outs)]
+            self._rows = keep_rows(outs, self._rows, tensordict)
             return stack_rows(outs, self._rows)
         mask = tensordict.get("_reset", None) if tensordict is not None else None
         reset_buf = self._exchange.inputs.get("_reset")

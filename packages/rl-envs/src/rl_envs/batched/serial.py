@@ -19,6 +19,7 @@ from rl_envs.batched._layout import (
     write_inputs,
 )
 from rl_envs.batched._unbuffered import (
+    keep_rows,
     reset_items,
     skip_rows,
     stack_rows,
@@ -52,7 +53,7 @@ class SerialEnv(EnvBase):
             TensorDicts, stacked lazily where the rows differ (``False``: for
             observations that change shape or non-tensor data; see
             ``rl_envs.batched._unbuffered``). Default: buffers unless a spec has a
-            ``-1`` dim or is ``NonTensor``.
+            ``-1`` dim or is ``NonTensor`` (such specs never use buffers).
         share_individual_td: TorchRL's choice between one stacked buffer and one buffer
             per sub-env. Results are the same either way; here the buffers are always
             one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
@@ -93,7 +94,8 @@ class SerialEnv(EnvBase):
         self.create_env_fn = fns
         self.create_env_kwargs = kwargs
         set_batched_specs(self, meta, num_workers)
-        self.use_buffers = wants_buffers(meta) if use_buffers is None else bool(use_buffers)
+        # buffers only where the specs fit them (fixed shapes, tensors): else TensorDicts
+        self.use_buffers = wants_buffers(meta) and use_buffers is not False
         self.share_individual_td = bool(share_individual_td)
         self._exchange: Buffers | None = (
             make_buffers(self, shared=False) if self.use_buffers else None
@@ -124,7 +126,7 @@ class SerialEnv(EnvBase):
         self._check_open()
         if self._exchange is None:
             outs = self._group.reset_unbuffered(reset_items(tensordict, self.num_workers))
-            self._rows = [out if out is not None else self._rows[i] for i, out in enumerate(outs)]
+            self._rows = keep_rows(outs, self._rows, tensordict)
             return stack_rows(outs, self._rows)
         mask = tensordict.get("_reset", None) if tensordict is not None else None
         reset_buf = self._exchange.inputs.get("_reset")
