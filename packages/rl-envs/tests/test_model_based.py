@@ -120,3 +120,26 @@ def test_model_based_env_base_step_keeps_spec_entries_only():
     torch.testing.assert_close(td["next", "obs"], torch.ones(2, 1))
     with pytest.raises(TypeError, match="callable"):
         Env(3)
+
+
+class _Drift(ModelBasedEnvBase):
+    def _reset(self, td, **kwargs):
+        batch = self.batch_size if td is None or self.batch_size else td.batch_size
+        return TensorDict(obs=torch.zeros(*batch, 1), batch_size=batch)
+
+
+def test_model_based_env_is_batch_unlocked():
+    wm = TensorDictModule(
+        lambda o, a: (o + a, -(o + a).abs()), in_keys=["obs", "action"], out_keys=["obs", "reward"]
+    )
+    env = _Drift(wm)
+    env.observation_spec = Composite(obs=Unbounded((1,)))
+    env.action_spec = Unbounded((1,))
+    assert not env.batch_locked
+    td = env.reset(TensorDict(batch_size=[3])).set("action", torch.ones(3, 1))
+    out = env.step(td)
+    assert torch.equal(out["next", "obs"], torch.ones(3, 1))
+    assert out["next", "done"].shape == (3, 1)
+    batched = _Drift(wm, batch_size=[2])
+    with pytest.raises(RuntimeError, match=r"shape==env\.batch_size"):
+        batched.step(TensorDict(action=torch.ones(4, 1), batch_size=[4]))

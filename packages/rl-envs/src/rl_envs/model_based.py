@@ -77,6 +77,9 @@ class ModelBasedEnvBase(EnvBase):
                 f"TensorDictModule), got {type(world_model).__name__}."
             )
         self.world_model = world_model
+        # The world model runs on any batch: with an empty batch_size, step / reset take
+        # inputs of any batch size (TorchRL's model-based envs are batch-unlocked).
+        self._batch_locked = False
 
     def set_specs_from_env(self, env: Any) -> None:
         """Copy the observation, action, reward, done and state specs of ``env``.
