@@ -242,3 +242,13 @@ def test_device_argument_and_step_count_keys():
     assert env.transform.step_count_keys == ["step_count"]
     assert env.transform.all_truncated_keys == ["truncated"]
     assert env.rollout(5)["next", "truncated"][-1].item()
+
+
+def test_parent_of_a_subclass_env_is_a_plain_transformed_env():
+    class OwnStack(TransformedEnv):
+        def __init__(self, *args, **kwargs):
+            super().__init__(PendulumEnv(), Compose(StepCounter(), RewardSum()))
+
+    env = OwnStack()
+    parent = env.transform[1].parent
+    assert type(parent) is TransformedEnv and len(parent.transform) == 1

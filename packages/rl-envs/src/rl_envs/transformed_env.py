@@ -224,8 +224,11 @@ class TransformedEnv(EnvBase):
         self.empty_cache()
 
     def _env_with(self, transforms: list[Transform]) -> TransformedEnv:
-        """A new env of this class: the base env seen through ``transforms`` (a Compose)."""
-        return type(self)(self.base_env, Compose(*transforms), auto_unwrap=False)
+        """A new ``TransformedEnv``: the base env seen through ``transforms`` (a Compose).
+
+        Always the plain class: a subclass's ``__init__`` may build its own transforms.
+        """
+        return TransformedEnv(self.base_env, Compose(*transforms), auto_unwrap=False)
 
     @property
     def batch_locked(self) -> bool:

@@ -31,6 +31,7 @@ from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.permute import PermuteTransform
 from rl_envs.transforms.pin_memory import PinMemoryTransform
 from rl_envs.transforms.primer import TensorDictPrimer
+from rl_envs.transforms.random_truncation import RandomTruncationTransform
 from rl_envs.transforms.remove_empty_specs import RemoveEmptySpecs
 from rl_envs.transforms.reward2go import Reward2GoTransform
 from rl_envs.transforms.reward_ops import (
@@ -87,6 +88,7 @@ __all__ = [
     "ObservationNorm",
     "PermuteTransform",
     "PinMemoryTransform",
+    "RandomTruncationTransform",
     "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
