@@ -365,3 +365,30 @@ def test_slice_samplers_report_end_flags_in_info(make):
     stored = terminated[index]
     assert torch.equal(info["next", "terminated"], stored)
     assert torch.equal(info["next", "done"], stored | info["next", "truncated"])
+
+
+@pytest.mark.parametrize("within", [False, True])
+def test_prioritized_alpha_change_reexpresses_stored_priorities(within):
+    sampler = PrioritizedSampler(8, alpha=1.0, beta=1.0, max_priority_within_buffer=within)
+    raw = torch.arange(1.0, 5.0)
+    sampler.update_priority(torch.arange(4), raw)
+    sampler.alpha = 0.5
+    expected = (raw.double() + sampler.eps) ** 0.5
+    torch.testing.assert_close(sampler.priorities()[:4].double(), expected, rtol=1e-5, atol=0)
+    assert (sampler.priorities()[4:] == 0).all()  # unwritten leaves stay empty
+    assert sampler._max_priority[0] == 4.0  # the default priority stays raw
+    sampler.mark_update(torch.tensor([5]))
+    torch.testing.assert_close(
+        float(sampler._sum_tree[5]), (4.0 + sampler.eps) ** 0.5, rtol=1e-5, atol=0
+    )
+    with pytest.raises(ValueError, match="greater or equal"):
+        sampler.alpha = -1.0
+
+
+def test_prioritized_alpha_away_from_zero_warns():
+    sampler = PrioritizedSampler(4, alpha=0.0, beta=1.0)
+    sampler.alpha = 0.5  # nothing stored: nothing lost
+    sampler.alpha = 0.0
+    sampler.update_priority(torch.tensor([0]), torch.tensor([3.0]))
+    with pytest.warns(UserWarning, match="away from 0"):
+        sampler.alpha = 0.5

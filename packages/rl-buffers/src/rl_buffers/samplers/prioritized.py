@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -78,7 +79,7 @@ class PrioritizedSampler(Sampler):
         max_priority_within_buffer: bool = False,
     ) -> None:
         if alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}.")
+            raise ValueError(f"alpha must be greater or equal to 0, got {alpha}.")
         if beta < 0:
             raise ValueError(f"beta must be >= 0, got {beta}.")
         if eps < 0:
@@ -88,7 +89,7 @@ class PrioritizedSampler(Sampler):
                 f"reduction must be 'max', 'min', 'sum', 'mean' or 'median', got {reduction!r}."
             )
         self.max_capacity = int(max_capacity)
-        self.alpha, self.beta, self.eps = float(alpha), float(beta), float(eps)
+        self._alpha, self.beta, self.eps = float(alpha), float(beta), float(eps)
         self.dtype = dtype
         self.reduction = reduction
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -99,7 +100,7 @@ class PrioritizedSampler(Sampler):
             self.max_capacity, dtype=dtype, device=self.device, backend=backend
         )
         self.backend = self._sum_tree.backend
-        self._max_priority = 1.0
+        self._max_value = 1.0
         self.max_priority_within_buffer = max_priority_within_buffer
         # within-buffer mode keeps the raw priorities (-inf where nothing is stored) and
         # where the largest sits, to recompute it when that item is overwritten or lowered
@@ -111,10 +112,64 @@ class PrioritizedSampler(Sampler):
         self._max_position = -1
 
     @property
+    def alpha(self) -> float:
+        """The prioritization exponent. Setting it re-expresses the stored ``(p + eps) ** alpha``
+        in the new exponent (annealing keeps sampling exact); from ``alpha == 0`` the raw
+        priorities are lost, so the stored values stay uniform until updated (with a warning).
+        """
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        value = float(value)
+        if value < 0:
+            raise ValueError(f"alpha must be greater or equal to 0, got {value}.")
+        old = self._alpha
+        if value == old:
+            return
+        written = torch.isfinite(self._min_tree.values())
+        if bool(written.any()):
+            if old == 0:
+                warnings.warn(
+                    "PrioritizedSampler: changing alpha away from 0 cannot recover the raw "
+                    "priorities (every stored value is 1): they stay uniform until updated.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            else:
+                positions = written.nonzero().squeeze(-1)
+                stored = self._sum_tree.values()[positions].double()
+                value_new = stored.pow(value / old).to(self.dtype)
+                self._sum_tree.update_checked(positions, value_new)
+                self._min_tree.update_checked(positions, value_new)
+        self._alpha = value
+
+    @property
+    def _eps(self) -> float:
+        """TorchRL's name of :attr:`eps`."""
+        return self.eps
+
+    @property
+    def _max_capacity(self) -> int:
+        """TorchRL's name of :attr:`max_capacity`."""
+        return self.max_capacity
+
+    @property
+    def _max_priority(self) -> tuple[float, int | None]:
+        """The raw priority new items get and where it sits (TorchRL's pair; the position
+        is tracked with ``max_priority_within_buffer=True`` only)."""
+        position = self._max_position if self._raw is not None else None
+        return self._max_value, position
+
+    def mark_update(self, index: torch.Tensor, storage: Storage | None = None) -> None:
+        """Gives the items at ``index`` the default (largest) priority, as a write does."""
+        self.extend(index, storage)
+
+    @property
     def default_priority(self) -> float:
         """The raw priority given to new items: the largest seen so far, or with
         ``max_priority_within_buffer=True`` the largest among the stored items (1 when none)."""
-        return self._max_priority
+        return self._max_value
 
     def _positions(self, index: Any, storage: Storage | None) -> torch.Tensor:
         index = torch.as_tensor(index, dtype=torch.long)
@@ -137,7 +192,7 @@ class PrioritizedSampler(Sampler):
             if bool((positions == self._max_position).any()):
                 self._recompute_max()
         self._write(
-            positions, torch.full((positions.numel(),), self._max_priority, dtype=torch.float64)
+            positions, torch.full((positions.numel(),), self._max_value, dtype=torch.float64)
         )
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -192,15 +247,15 @@ class PrioritizedSampler(Sampler):
         if not positions.numel():
             return
         if self._raw is None:
-            self._max_priority = max(self._max_priority, float(raw.max()))
+            self._max_value = max(self._max_value, float(raw.max()))
         else:
             self._raw[positions] = raw
             if bool((positions == self._max_position).any()) or self._max_position < 0:
                 self._recompute_max()
-            elif float(raw.max()) > self._max_priority:
-                self._max_priority = float(raw.max())
+            elif float(raw.max()) > self._max_value:
+                self._max_value = float(raw.max())
                 self._max_position = int(positions[int(raw.argmax())])
-        value = torch.pow(raw + self.eps, self.alpha).to(device=self.device, dtype=self.dtype)
+        value = torch.pow(raw + self.eps, self._alpha).to(device=self.device, dtype=self.dtype)
         # positions were range-checked by the callers (update_priority, or written by a writer)
         positions = positions.to(device=self.device, dtype=torch.long)
         self._sum_tree.update_checked(positions, value)
@@ -209,7 +264,7 @@ class PrioritizedSampler(Sampler):
     def _recompute_max(self) -> None:
         value, position = self._raw.max(0)
         stored = bool(value > -math.inf)
-        self._max_priority = float(value) if stored else 1.0
+        self._max_value = float(value) if stored else 1.0
         self._max_position = int(position) if stored else -1
 
     def reduce(self, priority: torch.Tensor) -> torch.Tensor:
@@ -228,14 +283,14 @@ class PrioritizedSampler(Sampler):
     def empty(self) -> None:
         self._sum_tree.clear()
         self._min_tree.clear()
-        self._max_priority = 1.0
+        self._max_value = 1.0
         if self._raw is not None:
             self._raw.fill_(-math.inf)
         self._max_position = -1
 
     def state_dict(self) -> dict:
         state = {"sum": self._sum_tree.state_dict(), "min": self._min_tree.state_dict(),
-                 "max_priority": self._max_priority, "alpha": self.alpha, "beta": self.beta}  # fmt: skip
+                 "max_priority": self._max_value, "alpha": self.alpha, "beta": self.beta}  # fmt: skip
         if self._raw is not None:
             state.update(raw=self._raw.clone(), max_position=self._max_position)
         return state
@@ -243,8 +298,8 @@ class PrioritizedSampler(Sampler):
     def load_state_dict(self, state: dict) -> None:
         self._sum_tree.load_state_dict(state["sum"])
         self._min_tree.load_state_dict(state["min"])
-        self._max_priority = state["max_priority"]
-        self.alpha, self.beta = state["alpha"], state["beta"]
+        self._max_value = state["max_priority"]
+        self._alpha, self.beta = state["alpha"], state["beta"]
         if self._raw is not None and "raw" in state:
             self._raw.copy_(state["raw"])
             self._max_position = state["max_position"]

@@ -78,6 +78,11 @@ class PrioritizedSliceSampler(SliceSampler):
             max_priority_within_buffer=max_priority_within_buffer,
         )  # fmt: skip
 
+    @property
+    def _max_priority(self) -> tuple[float, int | None]:
+        """The default priority and its position (see :class:`PrioritizedSampler`)."""
+        return self.priority._max_priority
+
     def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
         self.priority.extend(index, storage)
 
