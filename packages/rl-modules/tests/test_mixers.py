@@ -77,8 +77,11 @@ def test_mixers_refuse_wrong_shapes():
     qmix = QMixer(state_shape=(4,), mixing_embed_dim=8, n_agents=3)
     with pytest.raises(ValueError, match="expected 2 input"):
         qmix(torch.randn(8, 3, 1))
-    with pytest.raises(ValueError, match=r"state of shape"):
+    with pytest.raises(ValueError, match=r"expected state with ending shape \[4\]"):
         qmix(torch.randn(8, 3, 1), torch.randn(8, 5))
+    # the state is checked first (as TorchRL), whatever the chosen values
+    with pytest.raises(ValueError, match=r"expected state with ending shape"):
+        qmix(torch.randn(8, 3, 3), torch.randn(8, 4, 1))
     with pytest.raises(ValueError, match=r"state of shape"):
         qmix(torch.randn(8, 3, 1), torch.randn(7, 4))
     with pytest.raises(ValueError, match="n_agents=3"):

@@ -146,3 +146,54 @@ def test_lazy_multiagent_mlp_materialises_in_place_for_an_early_optimizer():
     assert not torch.equal(net.agent_nets.tensors()["0.weight"], before)
     shared = MultiAgentMLP(None, 2, 3, centralized=False, share_params=True, num_cells=[5])
     assert shared(torch.randn(4, 3, 7)).shape == (4, 3, 2)
+
+
+@pytest.mark.parametrize("share_params", [True, False])
+def test_params_view_and_reset_parameters(share_params):
+    torch.manual_seed(0)
+    net = MultiAgentMLP(
+        4, 2, n_agents=3, centralized=False, share_params=share_params, num_cells=[8]
+    )
+    params = net.params
+    assert params.batch_size == (() if share_params else (3,))
+    x = torch.randn(5, 3, 4)
+    before, out_before = params.clone(), net(x)
+    net.reset_parameters()
+    after = net.params
+    # every entry re-drawn, in place (the view reads the live parameters)
+    assert not before.apply(torch.isclose, after, batch_size=[]).any()
+    assert not torch.allclose(net(x), out_before)
+    if not share_params:
+        # agents re-drawn independently; agent 1's output uses agent 1's slice
+        assert not after[0].apply(torch.isclose, after[1], batch_size=[]).any()
+        torch.testing.assert_close(net(x)[:, 1], _agent_mlp(net, 1)(x[:, 1]))
+
+
+def test_repr_names_the_per_agent_net_and_the_options():
+    net = MultiAgentMLP(4, 2, n_agents=3, centralized=True, share_params=False, num_cells=[8])
+    text = repr(net)
+    assert text.startswith(
+        "MultiAgentMLP(\n    MLP(\n      (0): Linear(in_features=12, out_features=8"
+    )
+    assert text.endswith(
+        "n_agents=3,\n    share_params=False,\n    centralized=True,\n    agent_dim=-2)"
+    )
+
+
+@pytest.mark.parametrize("centralized", [True, False])
+def test_lazy_multiagent_convnet_sizes_itself_on_the_first_call(centralized):
+    torch.manual_seed(0)
+    net = MultiAgentConvNet(
+        2,
+        centralized=centralized,
+        share_params=False,
+        in_features=None,
+        num_cells=[4],
+        kernel_sizes=3,
+    )
+    out = net(torch.randn(5, 2, 3, 6, 6))
+    assert out.shape == (5, 2, 4 * 4 * 4)
+    assert net.agent_dim == -4 and net.params.batch_size == (2,)
+    first_conv = net.params["layers", "0", "weight"]
+    assert first_conv.shape == (2, 4, 3 * (2 if centralized else 1), 3, 3)
+    assert not torch.allclose(first_conv[0], first_conv[1])

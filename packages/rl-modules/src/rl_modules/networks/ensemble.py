@@ -98,6 +98,27 @@ class StackedParams(nn.Module):
             template(*sliced)
         self._stack(template)
 
+    def reset_parameters(self) -> None:
+        """Re-initialise every copy independently, in place (a lazy stack waits for its first call)."""
+        if self._lazy:
+            return
+        template = self._template[0]
+        stored = [
+            *self.params,
+            *(getattr(self, f"buffer_{i}") for i in range(len(self._buffer_names))),
+        ]
+        device = stored[0].device if stored else None
+        with torch.no_grad():
+            for i in range(self.num_copies):
+                fresh = copy.deepcopy(template).to_empty(device=device)
+                _reinit(fresh)
+                values = [
+                    *(dict(fresh.named_parameters())[n] for n in self._names),
+                    *(dict(fresh.named_buffers())[n] for n in self._buffer_names),
+                ]
+                for target, value in zip(stored, values, strict=True):
+                    target[i].copy_(value)
+
     def tensors(self) -> dict[str, torch.Tensor]:
         """Name -> stacked tensor (parameters and buffers), leading dim = copies."""
         out = dict(zip(self._names, self.params, strict=True))

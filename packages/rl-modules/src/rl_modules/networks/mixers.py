@@ -48,8 +48,11 @@ class Mixer(nn.Module):
         name = type(self).__name__
         expected = 2 if self.needs_state else 1
         if len(inputs) != expected:
+            kind = "Mixer that needs state" if self.needs_state else "Mixer that doesn't need state"
+            limit = "more than 2 inputs" if self.needs_state else "more than 1 input"
             raise ValueError(
-                f"{name}: expected {expected} input(s) "
+                f"{name}: {kind} was passed {limit} or fewer than needed: expected {expected} "
+                "input(s) "
                 f"({'chosen_action_value, state' if self.needs_state else 'chosen_action_value'}), "
                 f"got {len(inputs)}. "
                 + (
@@ -60,23 +63,27 @@ class Mixer(nn.Module):
                 )
             )
         value = inputs[0]
+        state = inputs[1] if self.needs_state else None
+        nd = len(self.state_shape) if self.needs_state else 0
+        if state is not None and tuple(state.shape[state.ndim - nd :]) != tuple(self.state_shape):
+            raise ValueError(
+                f"{name}: Mixer network expected state with ending shape "
+                f"{list(self.state_shape)}, got {tuple(state.shape)}."
+            )
         if value.ndim < 2 or value.shape[-2:] != (self.n_agents, 1):
             raise ValueError(
-                f"{name}: expected per-agent chosen action values of shape "
-                f"[*B, n_agents={self.n_agents}, 1], got {tuple(value.shape)}. Pick each agent's "
+                f"{name}: Mixer network expected chosen_action_value with last 2 dimensions "
+                f"[n_agents={self.n_agents}, 1], got {tuple(value.shape)}. Pick each agent's "
                 "action value first (a Q-value head's 'chosen_action_value', with a trailing "
                 "singleton dim) and check that the mixer's n_agents matches the env's group."
             )
         batch = value.shape[:-2]
-        state = None
-        if self.needs_state:
-            state = inputs[1]
-            nd = len(self.state_shape)
-            if state.shape[state.ndim - nd :] != self.state_shape or state.shape[:-nd] != batch:
-                raise ValueError(
-                    f"{name}: expected a state of shape [*B={list(batch)}, "
-                    f"*state_shape={list(self.state_shape)}], got {tuple(state.shape)}."
-                )
+        if state is not None and state.shape[:-nd] != batch:
+            raise ValueError(
+                f"{name}: expected a state of shape [*B={list(batch)}, "
+                f"*state_shape={list(self.state_shape)}] (the batch of chosen_action_value), got "
+                f"{tuple(state.shape)}."
+            )
         out = self.mix(value, state)
         if out.shape != (*batch, 1):
             raise RuntimeError(

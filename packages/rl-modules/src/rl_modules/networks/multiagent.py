@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from tensordict import TensorDict
 from torch import nn
 
 from rl_modules.networks.conv import ConvNet
@@ -30,6 +31,37 @@ class _MultiAgentNet(nn.Module):
             self.net = template
         else:
             self.agent_nets = StackedParams(template, n_agents, reset_parameters=True)
+
+    @property
+    def agent_dim(self) -> int:
+        """The agent dim of the input, counted from the end (``-2`` for MLPs, ``-4`` for ConvNets)."""
+        return -(self.agent_event_dims + 1)
+
+    @property
+    def params(self) -> TensorDict:
+        """The parameters as a TensorDict: batch ``[n_agents]`` when not shared, ``[]`` when shared."""
+        if self.share_params:
+            return TensorDict.from_module(self.net)
+        stacked = dict(zip(self.agent_nets._names, self.agent_nets.params, strict=True))
+        return TensorDict(stacked, batch_size=[self.n_agents]).unflatten_keys(".")
+
+    def reset_parameters(self) -> None:
+        """Re-initialise the parameters (each agent's net independently when not shared)."""
+        if self.share_params:
+            for module in self.net.modules():
+                if callable(getattr(module, "reset_parameters", None)):
+                    module.reset_parameters()
+        else:
+            self.agent_nets.reset_parameters()
+
+    def __repr__(self) -> str:
+        template = self.net if self.share_params else self.agent_nets._template[0]
+        inner = "\n".join("    " + line for line in repr(template).splitlines())
+        return (
+            f"{type(self).__name__}(\n{inner},\n    n_agents={self.n_agents},\n"
+            f"    share_params={self.share_params},\n    centralized={self.centralized},\n"
+            f"    agent_dim={self.agent_dim})"
+        )
 
     def _centralise(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -128,7 +160,8 @@ class MultiAgentConvNet(_MultiAgentNet):
         n_agents: number of agents.
         centralized: whether each net sees every agent's input.
         share_params: one net for all agents, or one per agent.
-        in_features: channels of one agent's input (required).
+        in_features: channels of one agent's input, or ``None`` for lazy first
+            layers (sized, per agent, by the first call).
         device: where the parameters live.
         num_cells, kernel_sizes, strides, paddings, activation_class, **conv_kwargs:
             :class:`ConvNet` arguments.
@@ -157,13 +190,10 @@ class MultiAgentConvNet(_MultiAgentNet):
         activation_class: type[nn.Module] = nn.ELU,
         **conv_kwargs: object,
     ) -> None:
-        if in_features is None:
-            raise ValueError(
-                "MultiAgentConvNet: in_features (channels per agent) is required; lazy sizes "
-                "cannot be stacked across agents."
-            )
+        if in_features is not None and centralized:
+            in_features = in_features * n_agents
         template = ConvNet(
-            in_features=in_features * n_agents if centralized else in_features,
+            in_features=in_features,
             num_cells=num_cells,
             kernel_sizes=kernel_sizes,
             strides=strides,
