@@ -525,3 +525,17 @@ class TdModule(torch.nn.Module):
 def test_module_reading_a_tensordict_is_called_with_it():
     r = CountEnv(limit=100.0).rollout(2, TdModule())
     assert r["action"].squeeze(-1).tolist() == [0.25, 0.25]
+
+
+class IgnoresAction(CountEnv):
+    def _step(self, td):
+        return super()._step(td.clone(False).set("action", torch.ones(1)))
+
+
+def test_missing_action_is_fine_when_step_does_not_read_it():
+    env = IgnoresAction()
+    td = env.step(env.reset())  # TorchRL's mock envs step without an action
+    assert td["next", "observation"].item() == 1.0
+    env.validate_actions = True
+    with pytest.raises(KeyError, match=r"needs the action entry 'action'"):
+        env.step(env.reset())

@@ -3,7 +3,7 @@
 Each function raises an error that names the key, what was expected, what came
 and how to fix it. They are split in two tiers, see ``env_base``'s docstring:
 
-* :func:`check_action_structure` (presence, shape, device) only compares
+* :func:`check_action_structure` (shape, device; lists missing actions) only compares
   attributes: it costs about a microsecond per action key;
 * :func:`check_action_in_spec` checks the dtype and calls ``spec.is_in`` (a reduction and a host
   sync): it runs in ``step()`` when ``env.validate_actions`` is ``True``;
@@ -21,6 +21,8 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
+from rl_envs.specs import NonTensor
+
 
 def _fmt(key: NestedKey) -> str:
     return repr(key)
@@ -28,33 +30,37 @@ def _fmt(key: NestedKey) -> str:
 
 def check_action_structure(
     td: TensorDictBase, action_keys: Sequence[NestedKey], action_spec: Any
-) -> None:
-    """Checks that every action key is present with the spec's shape and device.
+) -> list[NestedKey]:
+    """Checks that every action present has the spec's shape and device.
 
     The dtype is not checked here: as in TorchRL, an action of another dtype (e.g. a
     float ``1.0`` for an integer spec) goes to the env as it is, and the env casts it;
     so does an action whose shape broadcasts to the spec's (``()`` for ``(1,)``).
-    :func:`check_action_in_spec` (``validate_actions=True``) checks both.
+    :func:`check_action_in_spec` (``validate_actions=True``) checks both. Non-tensor
+    actions (a ``NonTensor`` spec) are not checked.
 
     Args:
         td: the input of ``env.step``.
         action_keys: the leaf keys of ``env.full_action_spec``.
         action_spec: ``env.full_action_spec``.
 
+    Returns:
+        The action keys ``td`` lacks. An env may step without them (TorchRL's mock envs
+        whose ``_step`` ignores the action do): ``env.step`` turns the ``KeyError`` of a
+        ``_step`` that reads one into :func:`missing_action_error`.
+
     Raises:
-        KeyError: an action key is missing.
         ValueError: wrong shape or device.
     """
+    missing: list[NestedKey] = []
     for key in action_keys:
         value = td.get(key, None)
         spec = action_spec[key]
         if value is None:
-            raise KeyError(
-                f"env.step() needs the action entry {_fmt(key)} but the input TensorDict has "
-                f"only {sorted(map(str, td.keys(True, True)))}. Expected a tensor of shape "
-                f"{tuple(spec.shape)} and dtype {spec.dtype}: write it with a policy, "
-                f"`td[{_fmt(key)}] = env.action_spec.rand()` or use env.rand_step(td)."
-            )
+            missing.append(key)
+            continue
+        if isinstance(spec, NonTensor):
+            continue
         if not isinstance(value, torch.Tensor):
             raise ValueError(
                 f"Action entry {_fmt(key)}: expected a torch.Tensor of shape "
@@ -72,6 +78,18 @@ def check_action_structure(
                 f"{value.device}. Move it with `.to({str(spec.device)!r})` or build the env "
                 f"with device={str(value.device)!r}."
             )
+    return missing
+
+
+def missing_action_error(td: TensorDictBase, key: NestedKey, action_spec: Any) -> KeyError:
+    """The error of an ``env.step`` whose ``_step`` read the action ``key`` it lacks."""
+    spec = action_spec[key]
+    return KeyError(
+        f"env.step() needs the action entry {_fmt(key)} but the input TensorDict has "
+        f"only {sorted(map(str, td.keys(True, True)))}. Expected a tensor of shape "
+        f"{tuple(spec.shape)} and dtype {spec.dtype}: write it with a policy, "
+        f"`td[{_fmt(key)}] = env.action_spec.rand()` or use env.rand_step(td)."
+    )
 
 
 def _broadcasts(shape: torch.Size, target: torch.Size) -> bool:

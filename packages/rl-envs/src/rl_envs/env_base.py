@@ -79,9 +79,12 @@ Exact state (bit-identical resumes from a checkpoint):
 Input checking (the documented choice for the hot path):
 
 * ``step()`` always checks, at the cost of attribute comparisons, that every
-  action key is present with the spec's shape and device, and that the
+  action present has the spec's shape and device, and that the
   input's root ``"done"`` is not ``True`` (stepping a finished episode without
   a reset). Errors name the key, what was expected, what came and the fix.
+* A missing action is not an error by itself (TorchRL's behaviour: an env whose
+  ``_step`` ignores the action steps without one); a ``_step`` that reads it raises a
+  ``KeyError`` naming the key and the fix (at once with ``validate_actions=True``).
 * An action of another dtype than its spec's goes to the env as it is (TorchRL's
   behaviour: e.g. a float ``1.0`` for an integer counter, which the env casts).
 * Out-of-spec actions are passed to the env as they are by default (TorchRL's
@@ -360,10 +363,28 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         Raises:
             KeyError / ValueError / RuntimeError: see the module docstring.
         """
-        self._check_step_input(tensordict)
+        missing = self._check_step_input(tensordict)
+        if missing:
+            return self._step_without_actions(tensordict, missing)
         if "_step" in tensordict.keys():  # noqa: SIM118 (a partial step; cheaper than get)
             return self._partial_step(tensordict, tensordict.get("_step"))
         return self._step_unchecked(tensordict)
+
+    def _step_without_actions(
+        self, tensordict: TensorDictBase, missing: list[Any]
+    ) -> TensorDictBase:
+        """Steps an input lacking action entries: fine if ``_step`` does not read them
+        (TorchRL does not check); a ``KeyError`` naming one becomes a teaching error."""
+        try:
+            return self._step_unchecked(tensordict)
+        except KeyError as exc:
+            for key in missing:
+                name = key[-1] if isinstance(key, tuple) else key
+                if name in str(exc):
+                    raise _checks.missing_action_error(
+                        tensordict, key, self._full_action_spec
+                    ) from exc
+            raise
 
     def _partial_step(self, tensordict: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
         """``step`` of an input holding a ``"_step"`` mask (see "Partial steps")."""
@@ -404,19 +425,23 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                 skip.set(key, value.clone())
         return skip
 
-    def _check_step_input(self, tensordict: TensorDictBase) -> None:
+    def _check_step_input(self, tensordict: TensorDictBase) -> list[Any]:
+        """Checks the input of ``step``; returns the action keys it lacks (usually none)."""
         spec = self._full_action_spec
         if tensordict.batch_size != self._batch_size:
             self._check_unlocked_batch(tensordict.batch_size, "step")
             spec = spec.expand(*tensordict.batch_size, *spec.shape)
         keys = self.action_keys
-        _checks.check_action_structure(tensordict, keys, spec)
+        missing = _checks.check_action_structure(tensordict, keys, spec)
         _checks.check_not_done(tensordict)
         if self.validate_actions:
+            if missing:
+                raise _checks.missing_action_error(tensordict, missing[0], spec)
             _checks.check_action_in_spec(tensordict, keys, self._full_action_spec)
         elif not self._first_action_probed:
             self._first_action_probed = True
             _checks.warn_once_if_out_of_spec(self, tensordict, keys, self._full_action_spec)
+        return missing
 
     def _check_unlocked_batch(self, batch_size: torch.Size, method: str) -> None:
         """Accepts another batch size only for a batch-unlocked env with an empty batch."""
@@ -444,7 +469,10 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             ``(td, root)``: ``td`` holds the transition (true final observation under
             ``"next"``); ``root`` is the input of the next step.
         """
-        self._check_step_input(tensordict)
+        missing = self._check_step_input(tensordict)
+        if missing:
+            tensordict = self._step_without_actions(tensordict, missing)
+            return self._maybe_reset_after_step(tensordict)
         if "_step" in tensordict.keys():  # noqa: SIM118
             tensordict = self.step(tensordict)
             return self._maybe_reset_after_step(tensordict)
