@@ -147,10 +147,12 @@ def test_multisync_collector_with_pendulum_workers_fills_a_buffer() -> None:
     env_fn = functools.partial(PendulumEnv, batch_size=[2])  # picklable for spawned workers
     actor, _ = _pendulum_agent(env_fn())
     buffer = ReplayBuffer(storage=LazyTensorStorage(1000), sampler=SamplerWithoutReplacement())
-    collector = MultiSyncCollector([env_fn, env_fn], actor, frames_per_batch=100, total_frames=200)
+    collector = MultiSyncCollector(
+        [env_fn, env_fn], actor, frames_per_batch=100, total_frames=200, track_policy_version=True
+    )
     try:
         for batch in collector:
-            assert batch["collector", "policy_version"].shape == batch.shape
+            assert batch["policy_version"].shape == batch.shape
             buffer.extend(batch.reshape(-1))
     finally:
         collector.shutdown()
