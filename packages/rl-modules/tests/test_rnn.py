@@ -331,3 +331,21 @@ def test_step_with_zero_state_after_first_step_raises(kind):
     for k in module.state_keys:
         nxt.set(k, td["next", k])
     module(nxt)
+
+
+@pytest.mark.parametrize("cls", [LSTMModule, GRUModule])
+def test_recurrent_modules_take_tensors_as_keywords(cls):
+    torch.manual_seed(0)
+    m = cls(input_size=3, hidden_size=5, in_key="obs", out_key="feat", default_recurrent_mode=True)
+    obs = torch.randn(4, 6, 3)
+    is_init = torch.zeros(4, 6, 1, dtype=torch.bool)
+    is_init[:, 0] = True
+    states = {k: torch.zeros(4, 6, 1, 5) for k in m.in_keys[1:-1]}
+    outs = m(obs=obs, is_init=is_init, **states)
+    td = m(TensorDict(obs=obs, is_init=is_init, **states, batch_size=[4, 6]))
+    assert isinstance(outs, tuple) and len(outs) == len(m.out_keys)
+    torch.testing.assert_close(outs[0], td["feat"])
+    # the output of a plain torch RNN run from zeros over the whole sequence
+    rnn = m.lstm if cls is LSTMModule else m.gru
+    ref, _ = rnn(obs)
+    torch.testing.assert_close(outs[0], ref)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModuleBase
+from tensordict.nn import TensorDictModuleBase, dispatch
 from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -360,7 +360,9 @@ class _RecurrentModule(TensorDictModuleBase):
                 "if zero states at non-initial steps are intended."
             )
 
+    @dispatch
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Run a step or a sequence (also callable with tensors: ``m(observation=x, ...)``)."""
         who = type(self).__name__
         check_in_keys(tensordict, [self.input_key], who)
         x = tensordict.get(self.input_key)
