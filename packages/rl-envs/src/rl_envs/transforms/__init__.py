@@ -25,6 +25,7 @@ from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImag
 from rl_envs.transforms.init_tracker import InitTracker
 from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
 from rl_envs.transforms.linearise_rewards import LineariseRewards
+from rl_envs.transforms.module_transform import ModuleTransform
 from rl_envs.transforms.next_observation_delta import NextObservationDelta
 from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
@@ -83,6 +84,7 @@ __all__ = [
     "Hash",
     "InitTracker",
     "LineariseRewards",
+    "ModuleTransform",
     "NextObservationDelta",
     "NoopResetEnv",
     "ObservationNorm",
