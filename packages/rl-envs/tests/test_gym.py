@@ -384,3 +384,15 @@ def test_single_env_vector_has_batched_reward_spec_and_rolls_out_with_reward_sum
     check_env_specs(env)
     rollout = env.rollout(500, break_when_any_done=True)
     assert rollout["episode_reward"].shape == (*rollout.shape, 1)
+
+
+def test_get_library_name_and_close_state():
+    env = GymEnv("CartPole-v1")
+    assert env.get_library_name(env._env) == "gymnasium"
+    assert (
+        GymWrapper.get_library_name(gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")]))
+        == "gymnasium"
+    )
+    assert not env.is_closed
+    env.close(raise_if_closed=False)
+    assert env.is_closed

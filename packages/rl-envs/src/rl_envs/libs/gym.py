@@ -301,6 +301,17 @@ class GymWrapper(EnvBase):
         self._pending = np.zeros(self.batch_size, dtype=bool)
         self._env.action_space.seed(seed)
 
+    @staticmethod
+    def get_library_name(env: Any) -> str:
+        """The library ``env`` comes from (``"gymnasium"`` here), as TorchRL reports it.
+
+        Example:
+            >>> import gymnasium
+            >>> GymWrapper.get_library_name(gymnasium.make("CartPole-v1"))
+            'gymnasium'
+        """
+        return type(env.unwrapped if hasattr(env, "unwrapped") else env).__module__.split(".")[0]
+
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes the Gymnasium env (``raise_if_closed``: TorchRL's keyword; closing twice is
         silent)."""
