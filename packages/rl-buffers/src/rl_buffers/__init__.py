@@ -22,6 +22,7 @@ from rl_buffers.remote import RemoteTensorDictReplayBuffer
 from rl_buffers.replay_buffer import ReplayBuffer
 from rl_buffers.sample_units import SampleUnit, Sequence, Transition
 from rl_buffers.samplers import (
+    ConsumingSampler,
     PrioritizedSampler,
     PrioritizedSliceSampler,
     RandomSampler,
@@ -69,6 +70,7 @@ __version__ = _version("rl-buffers")
 
 __all__ = [
     "CompressedListStorage",
+    "ConsumingSampler",
     "D4RLExperienceReplay",
     "DatasetFormatError",
     "DatasetReplayBuffer",

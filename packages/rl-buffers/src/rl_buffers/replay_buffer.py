@@ -13,6 +13,7 @@ import torch.utils._pytree as pytree
 from tensordict import is_tensor_collection
 
 from rl_buffers._buffer_checkpoint import Checkpointing
+from rl_buffers._buffer_consume import consuming_write
 from rl_buffers._buffer_inplace import InPlaceWrites, unsqueeze
 from rl_buffers._buffer_parts import BUILT_ON_INIT, Parts, built, built_instance
 from rl_buffers._buffer_query import TrajectoryQueries
@@ -20,11 +21,32 @@ from rl_buffers._buffer_update import ConditionalUpdates
 from rl_buffers._transforms import BufferTransforms
 from rl_buffers.sample_units import SampleUnit
 from rl_buffers.samplers.base import Sampler
+from rl_buffers.samplers.consuming import ConsumingSampler
 from rl_buffers.samplers.random import RandomSampler
 from rl_buffers.storages import _generations as generations
 from rl_buffers.storages.base import Storage
 from rl_buffers.storages.list_storage import ListStorage
 from rl_buffers.writers import RoundRobinWriter
+
+
+def _consuming_sampler(
+    sampler: Any, consume_after_n_samples: int | None, prefetch: int | None
+) -> Any:
+    """The sampler of a buffer built with ``consume_after_n_samples`` (checked)."""
+    consuming = consume_after_n_samples is not None or isinstance(sampler, ConsumingSampler)
+    if consuming and prefetch:
+        raise ValueError(
+            "Prefetching is not supported with consume_after_n_samples / ConsumingSampler "
+            "(prefetched batches would consume items early): pass prefetch=None."
+        )
+    if consume_after_n_samples is None:
+        return sampler
+    if sampler is not None and not (sampler is RandomSampler or type(sampler) is RandomSampler):
+        raise ValueError(
+            "consume_after_n_samples only supports the default RandomSampler (it replaces it "
+            f"with a ConsumingSampler); got {type(sampler).__name__}."
+        )
+    return ConsumingSampler(consume_after_n_samples)
 
 
 def stack_items(items: list[Any]) -> Any:
@@ -71,6 +93,9 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             :class:`~rl_buffers.Sequence` a window of steps around it. Entries the unit
             adds to the info (masks, ``anchor_index``) are also written into TensorDict
             samples.
+        consume_after_n_samples: each item is sampled at most this many times, then leaves
+            the buffer (``len`` drops) and its slot is refilled first by the next writes
+            (a :class:`~rl_buffers.samplers.ConsumingSampler` replaces the default sampler).
         compilable: accepted for TorchRL compatibility and passed to the default
             storage; the storages here keep no multiprocessing bookkeeping, so every
             one can be read under ``torch.compile``.
@@ -103,7 +128,9 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         compilable: bool | None = None,
         delayed_init: bool | None = None,
         sample_unit: SampleUnit | None = None,
+        consume_after_n_samples: int | None = None,
     ) -> None:
+        sampler = _consuming_sampler(sampler, consume_after_n_samples, prefetch)
         if sample_unit is not None and not isinstance(sample_unit, SampleUnit):
             raise TypeError(
                 "sample_unit must be a SampleUnit instance (Transition(), Sequence(length=...)); "
@@ -147,6 +174,17 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             )
         writer = built(parts.writer, None)
         self._writer = self._default_writer() if writer is None else writer
+        if isinstance(self._sampler, ConsumingSampler):
+            if self._storage.ndim != 1:
+                raise ValueError(
+                    "consume_after_n_samples / ConsumingSampler work with 1-dimensional storages "
+                    f"only; this storage has ndim={self._storage.ndim}."
+                )
+            if not callable(getattr(self._writer, "write_at", None)):
+                raise TypeError(
+                    "consume_after_n_samples requires a writer with a callable write_at(index, data) "
+                    f"(to refill consumed slots); {type(self._writer).__name__} has none."
+                )
         self._writer.register_storage(self._storage)
         collate_fn = parts.collate_fn
         if collate_fn is None:
@@ -317,7 +355,11 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         return self._batch_size
 
     def __len__(self) -> int:
-        return len(self._storage) if self.initialized else 0
+        """The stored items (not yet consumed, with ``consume_after_n_samples``)."""
+        if not self.initialized:
+            return 0
+        live = getattr(self._sampler, "live_count", None)
+        return live(self._storage) if live is not None else len(self._storage)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(storage={type(self._storage).__name__}(max_size={self._storage.max_size}), "
@@ -346,7 +388,10 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             data = self._transform.inv(data)
         with self._lock:
             self._futures.clear()
-            index = self._writer.extend(data)
+            if getattr(self._sampler, "take_free", None) is not None:
+                index = consuming_write(self._writer, self._sampler, self._storage, data)
+            else:
+                index = self._writer.extend(data)
             self._sampler.extend(self._written(index, data), self._storage)
             return index
 
