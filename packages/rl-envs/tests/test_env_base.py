@@ -539,3 +539,17 @@ def test_missing_action_is_fine_when_step_does_not_read_it():
     env.validate_actions = True
     with pytest.raises(KeyError, match=r"needs the action entry 'action'"):
         env.step(env.reset())
+
+
+class DoneFlagOnly(CountEnv):
+    def _step(self, td):
+        out = super()._step(td)
+        return out.set("done", out.pop("terminated"))
+
+
+def test_terminated_is_completed_from_done():
+    env = DoneFlagOnly((2,), limit=1.0)
+    td = env.step(env.reset().set("action", torch.tensor([[1.0], [0.0]])))
+    assert td["next", "done"].squeeze(-1).tolist() == [True, False]
+    assert td["next", "terminated"].squeeze(-1).tolist() == [True, False]
+    assert not td["next", "truncated"].any()

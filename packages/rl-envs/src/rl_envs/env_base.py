@@ -14,7 +14,8 @@ Hooks:
   keys) and returns the next-step content FLAT: observations, ``"reward"``,
   ``"terminated"``, ``"truncated"`` and ``"done"``. ``"done"`` may be left out
   (it is computed as ``terminated | truncated``), and so may ``"truncated"``
-  (all ``False``).
+  (all ``False``) or ``"terminated"`` when ``"done"`` is given (``done`` where not
+  truncated, as in TorchRL).
 * ``_set_seed(seed: int | None) -> None``.
 
 Specs (single source of truth for shapes, batch dims included): set
@@ -345,6 +346,13 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                     continue
                 if term is not None:
                     out.set(key, term.clone())
+                    continue
+            if not reset and last == "terminated":  # only "done" given: it terminated
+                prefix = key[:-1] if isinstance(key, tuple) else ()
+                done = out.get((*prefix, "done"), None)
+                trunc = out.get((*prefix, "truncated"), None)
+                if done is not None:
+                    out.set(key, done & ~trunc if trunc is not None else done.clone())
                     continue
             lead = out.batch_size[: out.batch_dims - len(self._batch_size)]
             out.set(key, spec[key].zero(lead) if lead else spec[key].zero())
