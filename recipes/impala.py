@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         # whole batches only, so that they stack into [N, T]
         total_frames=-(-max(cfg.total_frames - frames, 1) // cfg.frames_per_batch)
         * cfg.frames_per_batch,
+        track_policy_version=True,  # each batch says which weights collected it
     )
     logger = RunLogger(out, cfg.total_frames, start_frames=frames)
     clock = Stopwatch(wall)
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             continue
         data = torch.stack(pending)  # [N, T]: V-trace runs along the last (time) dim
         pending.clear()
-        lag = collector.policy_version - data["collector", "policy_version"].float().mean()
+        lag = collector.policy_version - data["policy_version"].float().mean()
         with torch.no_grad():
             vtrace(data)
         losses = loss_fn(data.reshape(-1))
