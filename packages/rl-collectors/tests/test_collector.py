@@ -386,6 +386,11 @@ def test_set_seed_seeds_the_env_returns_the_next_seed_and_restarts_episodes() ->
     second = collector.next()
     assert torch.equal(second["observation"][:, 0, 1], torch.tensor([700.0, 701.0]))
     assert (second["observation"][:, 0, 0] == 0).all(), "seeding starts every episode afresh"
+    # Trajectory ids restart from 0 at each seeding (TorchRL's reset renumbers them), so a
+    # re-seeded collector repeats its ids too.
+    assert second["collector", "traj_ids"][:, 0].tolist() == [0, 1]
+    collector.set_seed(7)
+    assert collector.next()["collector", "traj_ids"][:, 0].tolist() == [0, 1]
 
 
 def test_set_seed_without_env_set_seed_names_the_fix() -> None:
@@ -528,3 +533,36 @@ def test_a_spec_less_policy_takes_the_env_action_spec() -> None:
     collector = Collector(env, policy, frames_per_batch=4)
     assert policy.action_spec is env.action_spec
     assert collector.next()["action"].shape == (2, 2, 1)
+
+
+class _ZerosSpec:
+    """Duck-typed composite spec: ``zero()`` gives zeros of a fixed layout."""
+
+    def __init__(self, **leaves: torch.Tensor) -> None:
+        self.leaves = leaves
+
+    def zero(self) -> TensorDict:
+        return TensorDict({k: torch.zeros_like(v) for k, v in self.leaves.items()}, [2])
+
+
+class _ToyEnvWithSpecs(ToyEnv):
+    def __init__(self) -> None:
+        super().__init__((2,))
+        flag = torch.zeros(2, 1, dtype=torch.bool)
+        self.full_observation_spec = _ZerosSpec(observation=torch.zeros(2, 3))
+        self.full_done_spec = _ZerosSpec(done=flag, terminated=flag, truncated=flag)
+        self.full_reward_spec = _ZerosSpec(reward=torch.zeros(2, 1))
+        self.full_action_spec = _ZerosSpec(action=torch.zeros(2, 1))
+
+
+@pytest.mark.parametrize("policy", [None, ScalePolicy(init=1.0)])
+def test_fake_tensordict_mirrors_a_real_batch(policy: ScalePolicy | None) -> None:
+    collector = Collector(_ToyEnvWithSpecs(), policy, frames_per_batch=8, track_policy_version=True)
+    fake = collector.fake_tensordict()
+    real = collector.next()
+    assert fake.batch_size == real.batch_size and fake.names == real.names
+    assert sorted(map(str, fake.keys(True, True))) == sorted(map(str, real.keys(True, True)))
+    for key, value in fake.items(True, True):
+        assert value.dtype == real[key].dtype and not value.any(), key
+    with pytest.raises(TypeError, match="full_observation_spec"):
+        Collector(ToyEnv(()), None, frames_per_batch=4).fake_tensordict()

@@ -495,3 +495,18 @@ def test_policy_factory_weights_from_init_on_sender() -> None:
     with MultiSyncCollector([make_toy_env] * 2, policy_factory=WorkerOnlyScalePolicyFactory(0.0),
                             frames_per_batch=8) as c, pytest.raises(ValueError, match="init_on_sender"):  # fmt: skip
         c.update_policy_weights_({"weight": torch.tensor(5.0)})
+
+
+def test_resumed_workers_keep_their_policy_version() -> None:
+    kwargs = {"frames_per_batch": 8, "total_frames": -1, "track_policy_version": True}
+    with MultiSyncCollector([make_toy_env] * 2, ScalePolicy(1.0), **kwargs) as c:
+        c.update_policy_weights_()
+        c.update_policy_weights_()
+        state = c.state_dict()
+    assert [state[f"worker{i}"]["policy_version"] for i in range(2)] == [2, 2]
+    with MultiSyncCollector([make_toy_env] * 2, ScalePolicy(0.0), **kwargs) as resumed:
+        resumed.load_state_dict(state)
+        again = resumed.state_dict()
+        assert (resumed.next()["policy_version"] == 2).all()
+    assert [again[f"worker{i}"]["policy_version"] for i in range(2)] == [2, 2]
+    assert again["policy_version"] == 2

@@ -7,6 +7,7 @@ import functools
 import pytest
 import torch
 from rl_collectors_toy_env import ScalePolicy, ToyEnv, make_toy_env
+from tensordict import TensorDict
 
 from rl_collectors import (
     Collector,
@@ -83,3 +84,19 @@ def test_compiled_policy_gives_the_eager_batch() -> None:
     )
     assert isinstance(compiled._policy_call, torch._dynamo.eval_frame.OptimizedModule)
     torch.testing.assert_close(compiled.next()["action"], eager["action"])
+
+
+def test_init_on_sender_records_the_weight_source() -> None:
+    module = torch.nn.Linear(2, 1)
+    weights = TensorDict.from_module(module)
+    scheme = SharedMemWeightSyncScheme()
+    scheme.init_on_sender(model=module, devices=["cpu"], model_id="policy")
+    assert scheme.sender_source is module
+    scheme.init_on_sender(params_map={0: weights, 1: weights})
+    assert scheme.sender_source is weights
+    with pytest.raises(ValueError, match="same weights"):
+        scheme.init_on_sender(params_map={0: weights, 1: weights.clone()})
+    with pytest.raises(ValueError, match="exactly one"):
+        scheme.init_on_sender()
+    with pytest.raises(ValueError, match="model_id"):
+        scheme.init_on_sender(model=module, model_id="value")

@@ -30,6 +30,17 @@ def tensor_leaves(td: TensorDictBase) -> list[NestedKey]:
     return sorted(keys, key=lambda k: (k,) if isinstance(k, str) else k)
 
 
+def _keep_nested_batch_dims(data: TensorDictBase, template: TensorDictBase, steps: int) -> None:
+    """Give ``data``'s sub-TensorDicts the extra batch dims they have in ``template`` (e.g. a
+    group ``"agents"`` of batch ``[*B, n_agents]``, stored as ``[*B, T, n_agents]``)."""
+    dims = template.batch_dims
+    for key, value in template.items(include_nested=True):
+        if isinstance(value, TensorDictBase) and value.batch_dims > dims and key in data.keys(True):
+            extra = value.batch_size[dims:]
+            data.get(key).batch_size = torch.Size([*data.batch_size, *extra])
+            # items() yields parents first, so a deeper level fits its resized parent
+
+
 class StepBuffer:
     """A TensorDict of shape ``[*B, T]`` plus, for each step ``t``, the views to copy into.
 
@@ -68,6 +79,7 @@ class StepBuffer:
         # The last dim is named "time", as in TorchRL's batches.
         names = [None] * len(batch) + ["time"]
         self.data = TensorDict(leaves, batch_size=[*batch, steps], device=device, names=names)
+        _keep_nested_batch_dims(self.data, template, steps)
         if shared:
             self.data.share_memory_()
         tensors = [self.data.get(key) for key in (*self.keys, *stepwise)]

@@ -193,6 +193,35 @@ def env_rollout(env: Any) -> Callable[..., TensorDictBase] | None:
     return rollout if parameters.keys() >= _ROLLOUT_ARGUMENTS else None
 
 
+def done_keys_of(env: Any) -> tuple[NestedKey, ...]:
+    """The env's done keys (TorchRL's ``done_keys``: nested ones for multi-agent groups)."""
+    keys = getattr(env, "done_keys", None)
+    return tuple(key for key in keys if _as_tuple(key)[-1] == DONE_KEY) if keys else (DONE_KEY,)
+
+
+def end_of_trajectory(
+    tensordict: TensorDictBase, done_keys: Sequence[NestedKey], batch_dims: int
+) -> torch.Tensor:
+    """``[*B]`` flags: a sub-env is done when any of its done entries is (a nested entry
+    such as ``("agents", "done")`` of shape ``[*B, n_agents, 1]`` counts when any agent is).
+
+    Raises:
+        KeyError: none of ``done_keys`` is in ``tensordict``.
+    """
+    flags = [tensordict.get(key, None) for key in done_keys]
+    flags = [flag for flag in flags if flag is not None]
+    if not flags:
+        raise KeyError(
+            f"no done entry {list(done_keys)} in the step output (keys: "
+            f"{sorted(map(str, tensordict.keys(True, True)))}); an env must write 'done'."
+        )
+    batch = tensordict.batch_size[:batch_dims]
+    out = flags[0].reshape(*batch, -1).any(-1)
+    for flag in flags[1:]:
+        out = out | flag.reshape(*batch, -1).any(-1)
+    return out
+
+
 def root_after(
     env: Any,
     last_step: TensorDictBase,
@@ -202,7 +231,10 @@ def root_after(
     """The root that follows ``last_step`` (one transition): :func:`step_mdp`, then reset
     the sub-envs that are done, as :func:`env_step_and_maybe_reset` does after a step."""
     next_root = step_mdp(last_step, reward_keys, action_keys)
-    done = next_root.get(DONE_KEY)
+    done = next_root.get(DONE_KEY, None)
+    if done is None:  # only nested done entries (multi-agent groups)
+        done = end_of_trajectory(next_root, done_keys_of(env), next_root.batch_dims)
+        done = done.unsqueeze(-1)
     if done.any():
         next_root = partial_reset(env, next_root, done)
     return next_root

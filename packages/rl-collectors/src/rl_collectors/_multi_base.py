@@ -778,7 +778,9 @@ class MultiCollector(BackgroundCollection):
             self._request(index, "load_state_dict", worker_state)
         if "policy_state_dict" in state_dict and isinstance(self.policy, nn.Module):
             self.policy.load_state_dict(state_dict["policy_state_dict"])
-            self.update_policy_weights_()
+            if self._weights is not None:
+                # The saved version continues (each worker's batches keep counting from it).
+                self._weights.push(self.policy, version=int(state_dict.get("policy_version", 0)))
         self._iterator = None
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -44,8 +44,9 @@ class SharedWeights:
         """The version of the weights now in shared memory."""
         return int(self._version.value)
 
-    def push(self, source: Any) -> int:
-        """Copy ``source`` (module, TensorDict of weights, state_dict) in; returns the new version."""
+    def push(self, source: Any, version: int | None = None) -> int:
+        """Copy ``source`` (module, TensorDict of weights, state_dict) in; returns the new
+        version: the next one, or ``version`` when given (resuming from a checkpoint)."""
         if isinstance(source, nn.Module):
             source = module_weights(source)
         with self._version.get_lock():
@@ -54,7 +55,7 @@ class SharedWeights:
             else:
                 # A state_dict: route it through a module-shaped TensorDict of the same keys.
                 self.weights.update_(TensorDict(dict(source), batch_size=[]).unflatten_keys("."))
-            self._version.value += 1
+            self._version.value = self._version.value + 1 if version is None else version
             return int(self._version.value)
 
     def pull(self, policy: nn.Module, held_version: int) -> int:

@@ -28,12 +28,15 @@ from rl_collectors._buffer import StepBuffer
 from rl_collectors._env_step import (
     DONE_KEY,
     TRUNCATED_KEY,
+    done_keys_of,
+    end_of_trajectory,
     env_rollout,
     env_step_and_maybe_reset,
     has_post_step_mdp_hooks,
     partial_reset,
     root_after,
 )
+from rl_collectors._fake import fake_transition
 from rl_collectors._introspect import bound_method, call_args, progress_stats
 from rl_collectors._policy import (
     fast_policy_call,
@@ -383,7 +386,14 @@ class Collector(BackgroundCollection):
         self, transition: TensorDictBase, next_root: TensorDictBase
     ) -> TensorDictBase:
         """Truncate the sub-envs that reached ``max_frames_per_traj`` and reset them."""
-        done = transition.get(("next", DONE_KEY)).reshape(-1).cpu()
+        done = transition.get(("next", DONE_KEY), None)
+        if done is None:
+            raise ValueError(
+                "max_frames_per_traj needs a root 'done' entry in each step, which this env's "
+                f"steps lack (its done keys: {list(done_keys_of(self.env))}). Add a "
+                "StepCounter(max_steps) to the env instead."
+            )
+        done = done.reshape(-1).cpu()
         self._step_count += 1
         self._step_count[done] = 0
         cut = self._step_count >= self.max_frames_per_traj
@@ -440,10 +450,13 @@ class Collector(BackgroundCollection):
                 env_s += t2 - t1
                 if step == 0:
                     self._ensure_buffer(transition)
-                    done_index = self._buffer.index(("next", DONE_KEY))
+                    done_index = self._done_index()
                 sources = self._buffer.gather(transition)
                 self._buffer.write(step, sources, traj_ids)
-                done = sources[done_index].reshape(-1)
+                if done_index is None:
+                    done = self._nested_done(transition.get("next"), self.batch_size)
+                else:
+                    done = sources[done_index].reshape(-1)
                 if done.device.type != "cpu":
                     done = done.cpu()
                 if done.any():
@@ -452,6 +465,17 @@ class Collector(BackgroundCollection):
                 written += 1
         self._root = root
         return self._finish_collect(written, t_start, env_s, policy_s)
+
+    def _done_index(self) -> int | None:
+        """Where ``("next", "done")`` sits among the buffer's leaves (``None``: the env has
+        only nested done entries, e.g. per agent group)."""
+        key = ("next", DONE_KEY)
+        return self._buffer.index(key) if key in self._buffer.keys else None
+
+    def _nested_done(self, nxt: TensorDictBase, batch: torch.Size) -> torch.Tensor:
+        """Done flags of shape ``batch`` from the env's (nested) done entries in ``nxt``."""
+        done = end_of_trajectory(nxt, done_keys_of(self.env), len(batch))
+        return done.reshape(-1) if len(batch) == len(self.batch_size) else done
 
     def _can_roll_out(self, should_stop: Callable[[], bool] | None) -> bool:
         """Whether the next batch can be one ``env.rollout`` call (see the class docstring)."""
@@ -489,7 +513,10 @@ class Collector(BackgroundCollection):
         self._ensure_buffer(batch[..., 0])
         data = self._buffer.data
         (data if num_steps == data.shape[-1] else data[..., :num_steps]).update_(batch)
-        done = batch.get(("next", DONE_KEY)).reshape(self._env_numel, num_steps).cpu()
+        done = batch.get(("next", DONE_KEY), None)
+        if done is None:
+            done = self._nested_done(batch.get("next"), batch.batch_size)
+        done = done.reshape(self._env_numel, num_steps).cpu()
         self._write_traj_ids(data.get(TRAJ_IDS_KEY), done)
         elapsed = time.perf_counter() - t_start
         return self._finish_collect(num_steps, t_start, elapsed, 0.0, fused=True)
@@ -522,16 +549,39 @@ class Collector(BackgroundCollection):
         )
         return written
 
-    def _ensure_buffer(self, transition: TensorDictBase) -> None:
-        if self._buffer is not None and self._buffer.matches(transition):
-            return
+    def _extra_leaves(self) -> dict[Any, tuple[torch.dtype, tuple[int, ...]]]:
+        """The leaves the collector adds to the env's and policy's: ids, policy version."""
         extra: dict[Any, tuple[torch.dtype, tuple[int, ...]]] = {TRAJ_IDS_KEY: (torch.int64, ())}
         if self.track_policy_version:
             extra.update({key: (torch.int64, ()) for key in POLICY_VERSION_KEYS})
+        return extra
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zero batch with the keys, shapes, dtypes and dim names of the batches this
+        collector yields (before ``split_trajs`` / ``flatten`` / ``postproc``), as TorchRL's.
+
+        Built from the env's ``full_*_spec`` and one policy call on zeros; the env is not
+        stepped. Raises ``TypeError`` for an env without TorchRL-style specs.
+
+        Examples:
+            >>> collector.fake_tensordict().shape  # doctest: +SKIP
+            torch.Size([100])
+        """
+        policy = self._wrapped_policy if self.policy is not None else None
+        transition = fake_transition(self.env, policy).to(self.storing_device)
+        buffer = StepBuffer(
+            transition, self._steps_per_batch, self._extra_leaves(), self.storing_device
+        )
+        data = buffer.data.zero_()
+        return data if self.track_traj_ids else data.exclude(TRAJ_IDS_KEY)
+
+    def _ensure_buffer(self, transition: TensorDictBase) -> None:
+        if self._buffer is not None and self._buffer.matches(transition):
+            return
         self._buffer = StepBuffer(
             transition,
             self._steps_per_batch,
-            extra,
+            self._extra_leaves(),
             self.storing_device,
             shared=self._shared_buffer,
             stepwise=(TRAJ_IDS_KEY,),
@@ -643,17 +693,19 @@ class Collector(BackgroundCollection):
                 "before handing it to the collector."
             )
         out = set_seed(seed, static_seed=static_seed)
-        self._root = None  # seeding may have reset the env: the carried step is stale
+        self.reset()  # seeding may have reset the env: the carried step is stale
         return seed if out is None else out
 
     def reset(self) -> None:
         """Start every sub-env from a fresh ``env.reset()`` at the next step (TorchRL's ``reset()``).
 
-        Frame counts and trajectory ids carry on; the trajectories in flight end without a
-        ``done`` flag, as after :meth:`load_state_dict`. Re-seeding the env and calling this
-        at each checkpoint makes an uninterrupted run see the same episodes as a resumed one.
+        Frame counts carry on; trajectory ids start again from 0, as TorchRL's ``reset()``
+        renumbers them, so a collector re-seeded with the same seed (:meth:`set_seed` calls
+        this) repeats its batches exactly, ids included. The trajectories in flight end
+        without a ``done`` flag, as after :meth:`load_state_dict`.
         """
         self._root = None
+        self._traj_counter = 0
 
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

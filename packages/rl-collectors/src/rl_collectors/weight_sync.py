@@ -46,25 +46,36 @@ class WeightSyncScheme:
         *,
         model: Any | None = None,
         weights: Any | None = None,
+        params_map: dict[int, Any] | None = None,
         model_id: str | None = "policy",
         devices: Any = None,
         **kwargs: Any,
     ) -> None:
         """Give the scheme the sender's weights (a module or a TensorDict of weights), as
-        TorchRL's ``init_on_sender(model=..., devices=..., model_id=...)``.
+        TorchRL's ``init_on_sender(model=..., devices=..., model_id=...)``; or
+        ``params_map={worker: weights}`` holding the same weights for every worker.
 
         A multiprocess collector built from a ``policy_factory`` alone (no ``policy`` in the
         parent) takes the layout of its shared weights from here. ``devices`` and other
         keywords are accepted for TorchRL's signature (workers place weights themselves).
 
         Raises:
-            ValueError: a ``model_id`` other than ``"policy"``, or neither / both of
-                ``model`` and ``weights``.
+            ValueError: a ``model_id`` other than ``"policy"``, not exactly one of ``model``,
+                ``weights`` and ``params_map``, or a ``params_map`` with different weights
+                for different workers (every worker runs the same weights here).
         """
         if model_id not in (None, "policy"):
             raise ValueError(f"only the 'policy' model is synced here; got model_id={model_id!r}.")
+        if params_map is not None:
+            distinct = {id(value) for value in params_map.values()}
+            if len(distinct) != 1:
+                raise ValueError(
+                    "params_map must map every worker to the same weights: every worker "
+                    "runs the same weights here."
+                )
+            weights = next(iter(params_map.values()))
         if (model is None) == (weights is None):
-            raise ValueError("init_on_sender needs exactly one of model= or weights=.")
+            raise ValueError("init_on_sender needs exactly one of model=, weights= or params_map=.")
         self.sender_source = model if model is not None else weights
 
     @classmethod
