@@ -566,3 +566,15 @@ def test_fake_tensordict_mirrors_a_real_batch(policy: ScalePolicy | None) -> Non
         assert value.dtype == real[key].dtype and not value.any(), key
     with pytest.raises(TypeError, match="full_observation_spec"):
         Collector(ToyEnv(()), None, frames_per_batch=4).fake_tensordict()
+
+
+def test_max_frames_per_traj_refuses_an_env_that_counts_steps() -> None:
+    class _Spec:
+        def keys(self, include_nested: bool, leaves_only: bool) -> list:
+            return [("full_observation_spec", "step_count")]
+
+    env = ToyEnv(())
+    env.output_spec = _Spec()
+    Collector(env, None, frames_per_batch=4)  # fine without max_frames_per_traj
+    with pytest.raises(ValueError, match="already counts steps"):
+        Collector(env, None, frames_per_batch=4, max_frames_per_traj=2)

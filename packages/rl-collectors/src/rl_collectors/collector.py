@@ -79,6 +79,27 @@ def _make_env(create_env_fn: Any, create_env_kwargs: dict[str, Any] | None) -> A
     return env
 
 
+def _refuse_a_second_step_counter(env: Any) -> None:
+    """``max_frames_per_traj`` counts steps itself; an env that already counts them (a
+    ``"step_count"`` entry in its ``output_spec``, e.g. a ``StepCounter``) would cut its
+    trajectories twice over, so TorchRL refuses the pair, and so do we.
+
+    Raises:
+        ValueError: the env's output spec holds a ``"step_count"`` entry.
+    """
+    spec = getattr(env, "output_spec", None)
+    keys = getattr(spec, "keys", None)
+    if not callable(keys):
+        return
+    for key in keys(True, True):
+        if "step_count" in ((key,) if isinstance(key, str) else key):
+            raise ValueError(
+                "max_frames_per_traj was given, but the env already counts steps (its output "
+                f"spec holds {key!r}, e.g. from a StepCounter). Pass max_frames_per_traj=None "
+                "or drop the step limit from the env's transforms."
+            )
+
+
 def _wrap_policy(
     policy: Callable[[TensorDictBase], TensorDictBase],
     compile_policy: bool | dict[str, Any] | None,
@@ -232,6 +253,8 @@ class Collector(BackgroundCollection):
         if max_frames_per_traj is not None and max_frames_per_traj <= 0:
             max_frames_per_traj = None  # TorchRL's reading: 0 or negative means no limit
         self.env = _make_env(create_env_fn, create_env_kwargs)
+        if max_frames_per_traj is not None:
+            _refuse_a_second_step_counter(self.env)
         self.batch_size = torch.Size(self.env.batch_size)
         self._env_numel = self.batch_size.numel()
         frames_per_batch, total_frames = fit_frames(
