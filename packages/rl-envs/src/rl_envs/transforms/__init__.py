@@ -17,6 +17,7 @@ from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.discrete_action_projection import DiscreteActionProjection
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
+from rl_envs.transforms.expand_as import ExpandAs
 from rl_envs.transforms.finite_check import FiniteTensorDictCheck
 from rl_envs.transforms.frame_skip import FrameSkipTransform
 from rl_envs.transforms.gsde_noise import gSDENoise
@@ -76,6 +77,7 @@ __all__ = [
     "DoubleToFloat",
     "EnvSpecs",
     "ExcludeTransform",
+    "ExpandAs",
     "FiniteTensorDictCheck",
     "FlattenAction",
     "FlattenObservation",
