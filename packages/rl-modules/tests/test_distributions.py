@@ -256,3 +256,29 @@ def test_tanh_normal_unit_bounds_of_any_shape_keep_the_shape_of_loc():
     assert a.shape == (5, 1) and d.log_prob(a).shape == (5,)
     ref = D.Normal(loc, scale).log_prob(torch.atanh(a)) - torch.log1p(-(a**2))
     torch.testing.assert_close(d.log_prob(a.clone()), ref.sum(-1), rtol=1e-4, atol=1e-4)
+
+
+def test_masked_categorical_indices_soft_mask_and_cross_entropy():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)
+    mask = torch.tensor([[True, False, True, False, True]])
+    value = torch.tensor([[0, 2, 4], [4, 0, 1]])
+    dense = MaskedCategorical(logits=logits, mask=mask)
+    sparse = MaskedCategorical(logits=logits, indices=torch.tensor([[0, 2, 4]]))
+    gather = MaskedCategorical(logits=logits, mask=mask, use_cross_entropy=False)
+    ref = torch.where(mask, logits, -math.inf).log_softmax(-1)
+    ref = ref.gather(-1, value.unsqueeze(-1)).squeeze(-1)
+    for d in (dense, sparse, gather):
+        torch.testing.assert_close(d.log_prob(value), ref)  # -inf at the masked action 1
+    # a finite neg_inf is a soft mask: the masked logit is set to it
+    soft = MaskedCategorical(logits=logits, mask=mask, neg_inf=-10.0)
+    ref_soft = torch.where(mask, logits, torch.tensor(-10.0)).log_softmax(-1)
+    torch.testing.assert_close(
+        soft.log_prob(value), ref_soft.gather(-1, value.unsqueeze(-1))[..., 0]
+    )
+    with pytest.raises(ValueError, match="Either `probs` or `logits`"):
+        MaskedCategorical(logits=logits, probs=logits.softmax(-1), mask=mask)
+    with pytest.raises(ValueError, match="must be provided"):
+        MaskedCategorical(logits=logits)
+    with pytest.raises(ValueError, match="must be provided"):
+        MaskedCategorical(logits=logits, mask=mask, indices=torch.tensor([[0]]))

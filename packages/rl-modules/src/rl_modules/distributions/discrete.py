@@ -6,14 +6,30 @@ import math
 
 import torch
 from torch import distributions as D
+from torch.nn import functional as F
 
 
 def _masked_logits(
-    logits: torch.Tensor | None, probs: torch.Tensor | None, mask: torch.Tensor, who: str
-) -> torch.Tensor:
+    logits: torch.Tensor | None,
+    probs: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    indices: torch.Tensor | None,
+    fill: float | None,
+    who: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(masked logits, bool mask)``; masked entries get ``fill`` (``None``: the dtype's min)."""
     if (logits is None) == (probs is None):
-        raise ValueError(f"{who}: pass exactly one of logits or probs.")
+        raise ValueError(f"{who}: Either `probs` or `logits` must be specified, but not both.")
+    if (mask is None) == (indices is None):
+        raise ValueError(
+            f"{who}: a mask or some indices must be provided, but not both: mask= is a bool "
+            "[..., n] tensor (True = allowed), indices= lists the allowed actions [..., k]."
+        )
     base = logits if logits is not None else probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
+    if indices is not None:
+        mask = torch.zeros(
+            *indices.shape[:-1], base.shape[-1], dtype=torch.bool, device=indices.device
+        ).scatter_(-1, indices.long(), True)
     if mask.dtype != torch.bool:
         raise TypeError(f"{who}: mask must be a bool tensor (True = allowed), got {mask.dtype}.")
     if mask.shape[-1] != base.shape[-1]:
@@ -23,7 +39,8 @@ def _masked_logits(
         )
     if not bool(mask.any(-1).all()):
         raise ValueError(f"{who}: every row of the mask must allow at least one action.")
-    return torch.where(mask, base, torch.full_like(base, torch.finfo(base.dtype).min))
+    value = torch.finfo(base.dtype).min if fill is None else fill
+    return torch.where(mask, base, torch.full_like(base, value)), mask
 
 
 class OneHotCategorical(D.OneHotCategorical):
@@ -58,19 +75,26 @@ class OneHotCategorical(D.OneHotCategorical):
 class MaskedCategorical(D.Categorical):
     """A categorical over integer actions where ``mask`` (True = allowed) removes some.
 
-    Masked-out actions have probability 0, are never sampled, never chosen by
-    ``mode``, and get ``log_prob = -inf``.
+    With the default ``neg_inf=-inf`` masked-out actions have probability 0, are
+    never sampled, never chosen by ``mode``, and get ``log_prob = -inf`` (their
+    logits are stored as the dtype's minimum, so entropies and gradients stay
+    finite). A finite ``neg_inf`` is a soft mask: the masked logits are set to it.
 
     Args:
         logits: unnormalised log-probabilities ``[..., n]``.
         probs: probabilities (alternative to ``logits``).
         mask: bool ``[..., n]``; every row needs one allowed action.
+        indices: the allowed actions ``[..., k]`` (alternative to ``mask``).
+        neg_inf: the logit of masked actions (``-inf``: a hard mask).
+        use_cross_entropy: compute ``log_prob`` with ``F.cross_entropy`` (same values).
 
     Examples:
         >>> import torch
         >>> d = MaskedCategorical(logits=torch.tensor([5.0, 0.0, 1.0]), mask=torch.tensor([False, True, True]))
         >>> int(d.mode)
         2
+        >>> int(MaskedCategorical(logits=torch.tensor([5.0, 0.0, 1.0]), indices=torch.tensor([1])).mode)
+        1
     """
 
     def __init__(
@@ -78,17 +102,32 @@ class MaskedCategorical(D.Categorical):
         logits: torch.Tensor | None = None,
         probs: torch.Tensor | None = None,
         *,
-        mask: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        indices: torch.Tensor | None = None,
+        neg_inf: float = float("-inf"),
+        use_cross_entropy: bool = True,
     ) -> None:
-        self.mask = mask
-        super().__init__(
-            logits=_masked_logits(logits, probs, mask, "MaskedCategorical"), validate_args=False
+        self.hard_mask = neg_inf == float("-inf")
+        masked, self.mask = _masked_logits(
+            logits, probs, mask, indices, None if self.hard_mask else neg_inf, type(self).__name__
         )
+        self.neg_inf, self.use_cross_entropy = neg_inf, use_cross_entropy
+        super().__init__(logits=masked, validate_args=False)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        lp = super().log_prob(value)
-        allowed = self.mask.expand(*value.shape, self.mask.shape[-1]).gather(
-            -1, value.long().unsqueeze(-1)
+        value = value.long()
+        if self.use_cross_entropy:
+            n = self._num_events
+            shape = torch.broadcast_shapes(value.shape, self.logits.shape[:-1])
+            flat = self.logits.expand(*shape, n).reshape(-1, n)
+            lp = -F.cross_entropy(flat, value.expand(shape).reshape(-1), reduction="none")
+            lp = lp.reshape(shape)
+        else:
+            lp = super().log_prob(value)
+        if not self.hard_mask:
+            return lp
+        allowed = self.mask.expand(*lp.shape, self.mask.shape[-1]).gather(
+            -1, value.expand(lp.shape).unsqueeze(-1)
         )
         return torch.where(allowed.squeeze(-1), lp, torch.full_like(lp, -math.inf))
 
