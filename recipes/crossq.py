@@ -100,8 +100,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     optim_alpha = torch.optim.Adam([loss_fn.log_alpha], lr=cfg.lr, betas=betas)
     counter = SimpleNamespace(steps=0)  # the actor moves every policy_delay-th step
 
+    loss_step = torch.compile(loss_fn) if cfg.compile else loss_fn  # sac.Config's --compile
+
     def update(sample: TensorDictBase) -> dict[str, torch.Tensor]:
-        losses = loss_fn(sample)
+        losses = loss_step(sample)
         counter.steps += 1
         actor_step = counter.steps % cfg.policy_delay == 0
         total = losses["loss_qvalue"]

@@ -59,8 +59,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     optim_alpha = torch.optim.Adam([loss_fn.log_alpha], lr=cfg.lr)
     optims = (optim_actor, optim_critic, optim_alpha)
 
+    loss_step = torch.compile(loss_fn) if cfg.compile else loss_fn  # sac.Config's --compile
+
     def update(sample: TensorDictBase) -> dict[str, torch.Tensor]:
-        losses = loss_fn(sample)
+        losses = loss_step(sample)
         total = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
         for optim in optims:
             optim.zero_grad()
