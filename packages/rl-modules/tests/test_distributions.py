@@ -110,7 +110,7 @@ def test_independent_normal_sums_last_dim():
 def test_delta_and_tanh_delta():
     p = torch.tensor([[0.5, -1.0]], requires_grad=True)
     d = Delta(p)
-    assert d.log_prob(torch.tensor([[0.5, -1.0]])).item() == 0.0
+    assert d.log_prob(torch.tensor([[0.5, -1.0]])).item() == math.inf  # a Dirac density
     assert d.log_prob(torch.tensor([[0.5, -0.9]])).item() == -math.inf
     d.rsample().sum().backward()
     assert p.grad is not None
@@ -282,3 +282,16 @@ def test_masked_categorical_indices_soft_mask_and_cross_entropy():
         MaskedCategorical(logits=logits)
     with pytest.raises(ValueError, match="must be provided"):
         MaskedCategorical(logits=logits, mask=mask, indices=torch.tensor([[0]]))
+
+
+def test_delta_batch_and_event_shape_and_expand():
+    d = Delta(torch.zeros(2, 3, 4), batch_shape=(2,), event_shape=(3, 4))
+    assert d.batch_shape == (2,) and d.event_shape == (3, 4)
+    other = torch.zeros(2, 3, 4)
+    other[1, 0, 0] = 1
+    assert d.log_prob(other).tolist() == [math.inf, -math.inf]
+    e = d.expand((5, 2))
+    assert e.param.shape == (5, 2, 3, 4) and e.batch_shape == (5, 2)
+    assert e.log_prob(torch.zeros(5, 2, 3, 4)).shape == (5, 2)
+    with pytest.raises(ValueError, match="must split"):
+        Delta(torch.zeros(2, 3), batch_shape=(3,))

@@ -10,7 +10,7 @@ from torch import distributions as D
 
 
 class Delta(D.Distribution):
-    """A point mass at ``param``; its log-probability is 0 there and -inf elsewhere.
+    """A point mass at ``param``; its log-probability is +inf there and -inf elsewhere (as TorchRL's).
 
     Used for deterministic policies inside probabilistic wrappers (DDPG, TD3).
     ``rsample`` returns ``param`` itself, so gradients flow through it.
@@ -20,12 +20,13 @@ class Delta(D.Distribution):
         atol: absolute tolerance of ``log_prob``'s equality test.
         rtol: relative tolerance.
         event_dims: number of trailing dims of one event. Default 1.
+        batch_shape, event_shape: the split of ``param``'s shape, instead of ``event_dims``.
 
     Examples:
         >>> import torch
         >>> d = Delta(torch.tensor([0.5, -1.0]))
         >>> d.sample(), d.log_prob(torch.tensor([0.5, -1.0]))
-        (tensor([ 0.5000, -1.0000]), tensor(0.))
+        (tensor([ 0.5000, -1.0000]), tensor(inf))
     """
 
     arg_constraints: ClassVar[dict] = {}
@@ -37,12 +38,31 @@ class Delta(D.Distribution):
         atol: float = 1e-6,
         rtol: float = 1e-6,
         event_dims: int = 1,
+        *,
+        batch_shape: torch.Size | tuple[int, ...] | None = None,
+        event_shape: torch.Size | tuple[int, ...] | None = None,
     ) -> None:
         self.param = param
         self.atol, self.rtol = atol, rtol
+        if event_shape is not None:
+            event_dims = len(event_shape)
+        elif batch_shape is not None:
+            event_dims = param.ndim - len(batch_shape)
         self.event_dims = min(event_dims, param.ndim)
         n = param.ndim - self.event_dims
+        if (batch_shape is not None and tuple(batch_shape) != tuple(param.shape[:n])) or (
+            event_shape is not None and tuple(event_shape) != tuple(param.shape[n:])
+        ):
+            raise ValueError(
+                f"Delta: batch_shape {batch_shape} and event_shape {event_shape} must split "
+                f"param's shape {tuple(param.shape)}."
+            )
         super().__init__(param.shape[:n], param.shape[n:], validate_args=False)
+
+    def expand(self, batch_shape: torch.Size | tuple[int, ...], _instance: object = None) -> Delta:
+        """The same point mass with ``param`` expanded to ``batch_shape + event_shape``."""
+        param = self.param.expand(*batch_shape, *self.event_shape)
+        return Delta(param, self.atol, self.rtol, len(self.event_shape))
 
     def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         return self.param.expand(self._extended_shape(torch.Size(sample_shape)))
@@ -55,8 +75,8 @@ class Delta(D.Distribution):
         close = torch.isclose(value, self.param.expand_as(value), atol=self.atol, rtol=self.rtol)
         if self.event_dims:
             close = close.flatten(-self.event_dims).all(-1)
-        zero = torch.zeros(close.shape, dtype=self.param.dtype, device=self.param.device)
-        return torch.where(close, zero, torch.full_like(zero, -math.inf))
+        inf = torch.full(close.shape, math.inf, dtype=self.param.dtype, device=self.param.device)
+        return torch.where(close, inf, -inf)
 
     @property
     def mean(self) -> torch.Tensor:
