@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from rl_buffers import _prefetch_state as prefetch_state
+
 
 class Checkpointing:
     """``state_dict`` / ``load_state_dict`` (in memory) and ``dumps`` / ``loads`` (a directory).
@@ -30,7 +32,9 @@ class Checkpointing:
     """
 
     def state_dict(self) -> dict[str, Any]:
-        """Contents, write cursor, sampler state and generator state, as a dict (TorchRL's keys)."""
+        """Contents, write cursor, sampler state, generator state and the prefetched
+        batches, as a dict (TorchRL's keys)."""
+        queued = prefetch_state.snapshot(self._futures, self._prefetch)  # waits, unlocked
         with self._lock:
             rng = self._rng
             return {
@@ -39,10 +43,14 @@ class Checkpointing:
                 "_writer": self._writer.state_dict(),
                 "_batch_size": self._batch_size,
                 "_rng": (rng.get_state().clone(), str(rng.device)) if rng is not None else None,
+                "_prefetch_state": queued,
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores what :meth:`state_dict` returned, into a buffer built the same way."""
+        queued = state.get("_prefetch_state")
+        prefetch_state.check(queued, self._prefetch)
+        prefetch_state.settle(self._futures)
         with self._lock:
             self._futures.clear()
             self._storage.load_state_dict(state["_storage"])
@@ -50,6 +58,7 @@ class Checkpointing:
             self._writer.load_state_dict(state["_writer"])
             self._batch_size = state["_batch_size"]
             self._load_rng(state.get("_rng"))
+            self._futures = prefetch_state.restore(queued)
 
     def _load_rng(self, rng_state: tuple[torch.Tensor, str] | None) -> None:
         if rng_state is None:
@@ -66,6 +75,7 @@ class Checkpointing:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        queued = prefetch_state.snapshot(self._futures, self._prefetch)  # waits, unlocked
         with self._lock:
             tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
             try:
@@ -73,7 +83,8 @@ class Checkpointing:
                 rng = self._rng
                 torch.save({"sampler": self._sampler.state_dict(), "writer": self._writer.state_dict(),
                             "kind": type(self).__name__, "storage": type(self._storage).__name__,
-                            "rng": (rng.get_state(), str(rng.device)) if rng is not None else None},
+                            "rng": (rng.get_state(), str(rng.device)) if rng is not None else None,
+                            "prefetch": queued},
                            tmp / "buffer.pt")  # fmt: skip
                 old = None
                 if path.exists():
@@ -100,9 +111,12 @@ class Checkpointing:
                 f"the checkpoint holds a {state['storage']}, this buffer a {type(self._storage).__name__}: "
                 "build the buffer with the same kind of storage."
             )
+        prefetch_state.check(state.get("prefetch"), self._prefetch)
+        prefetch_state.settle(self._futures)
         with self._lock:
             self._futures.clear()
             self._storage.loads(path / "storage")
             self._writer.load_state_dict(state["writer"])
             self._sampler.load_state_dict(state["sampler"])
             self._load_rng(state.get("rng"))
+            self._futures = prefetch_state.restore(state.get("prefetch"))

@@ -12,6 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 from tensordict import is_tensor_collection
 
+from rl_buffers import _prefetch_state as prefetch_state
 from rl_buffers._buffer_checkpoint import Checkpointing
 from rl_buffers._buffer_consume import consuming_write
 from rl_buffers._buffer_inplace import InPlaceWrites, unsqueeze
@@ -110,6 +111,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
     """
 
     _sample_unit: SampleUnit | None = None
+    _ran_out = False  # whether the last batch sample() returned ended the sampler's epoch
 
     def __init__(
         self,
@@ -219,13 +221,21 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         state = self.__dict__.copy()
         for name in ("_lock", "_executor", "_futures"):
             state.pop(name, None)
+        # the queued batches travel too, so the copy samples what the original would
+        state["_prefetch_state"] = prefetch_state.snapshot(self._futures, self._prefetch)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        queued = state.pop("_prefetch_state", None)
         self.__dict__.update(state)
         self._lock = threading.RLock()
         self._executor = None
-        self._futures = collections.deque()
+        self._futures = prefetch_state.restore(queued)
+
+    @property
+    def _prefetch_queue(self) -> collections.deque[Future]:
+        """The futures of the prefetched batches (TorchRL's attribute), oldest first."""
+        return self._futures
 
     def share(self, shared: bool = True) -> ReplayBuffer:
         """Marks the buffer as shared between processes (TorchRL's API); returns it.
@@ -403,9 +413,11 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         return torch.stack([env, index.expand(envs, index.numel())], -1).reshape(-1, 2)
 
     # -- reads -------------------------------------------------------------------------
-    def _sample_once(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+    def _sample_once(self, batch_size: int) -> tuple[Any, dict[str, Any], bool]:
+        """A batch, its info, and whether it was the sampler's last one (``ran_out``)."""
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size)
+            ran_out = bool(getattr(self._sampler, "ran_out", False))
             added: list[str] = []
             if self._sample_unit is not None:
                 drawn = set(info)
@@ -428,7 +440,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             data = data.pin_memory()
         if self._transform:
             data = self._transform(data)
-        return data, info
+        return data, info, ran_out
 
     def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
         """The items at ``index``, and whether the buffer's own entries are already in them."""
@@ -457,12 +469,13 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
                     "sample() needs a batch_size: pass one here or to the constructor."
                 )
         if self._prefetch and batch_size == self._batch_size:
-            data, info = self._prefetched(batch_size)
+            data, info, ran_out = self._prefetched(batch_size)
         else:
-            data, info = self._sample_once(batch_size)
+            data, info, ran_out = self._sample_once(batch_size)
+        self._ran_out = ran_out  # of this batch: prefetching samplers run ahead of the caller
         return (data, info) if return_info else data
 
-    def _prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+    def _prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any], bool]:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="rl_buffers_prefetch"
@@ -481,7 +494,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             raise ValueError("iterating needs a batch_size given to the constructor.")
         while True:
             yield self.sample()
-            if getattr(self._sampler, "ran_out", False):
+            if self._ran_out:
                 return
 
     def __getitem__(self, index: Any) -> Any:
