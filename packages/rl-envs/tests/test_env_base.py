@@ -480,7 +480,7 @@ def test_set_truncated_marks_the_last_step_and_needs_the_key():
     with pytest.raises(RuntimeError, match="set_truncated was set to True"):
         env.rollout(3, set_truncated=True)
     assert env.add_truncated_keys() is env
-    assert set(env.done_keys) == {"done", "truncated"}
+    assert set(env.done_keys) == {"done", "terminated", "truncated"}
     r = env.rollout(4, ones(env), set_truncated=True, break_when_any_done=False)
     assert r["next", "truncated"].squeeze(-1).tolist() == [False, False, False, True]
     assert r["next", "done"].squeeze(-1).tolist() == [False, False, False, True]
@@ -553,3 +553,13 @@ def test_terminated_is_completed_from_done():
     assert td["next", "done"].squeeze(-1).tolist() == [True, False]
     assert td["next", "terminated"].squeeze(-1).tolist() == [True, False]
     assert not td["next", "truncated"].any()
+
+
+@pytest.mark.parametrize("given", ["done", "terminated"])
+def test_done_spec_is_completed(given):
+    env = CountEnv()
+    flag = Categorical(2, shape=(1,), dtype=torch.bool)
+    env.done_spec = Composite({given: flag, "group": Composite({given: flag.clone()})})
+    assert set(env.done_keys) == {
+        "done", "terminated", ("group", "done"), ("group", "terminated")
+    }  # fmt: skip

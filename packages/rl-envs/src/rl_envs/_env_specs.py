@@ -25,6 +25,20 @@ def _is_composite(spec: Any) -> bool:
     return isinstance(spec, Composite)
 
 
+def _complete_done(spec: Composite) -> Composite:
+    """Adds ``"terminated"`` next to a lone ``"done"`` and ``"done"`` next to a lone
+    ``"terminated"``, at every level (TorchRL completes done specs so)."""
+    for key in list(spec.keys()):
+        item = spec[key]
+        if key == "done" and "terminated" not in spec:
+            spec["terminated"] = item.clone()
+        elif key == "terminated" and "done" not in spec:
+            spec["done"] = item.clone()
+        elif _is_composite(item):
+            _complete_done(item)
+    return spec
+
+
 class EnvSpecs:
     """Spec storage and accessors, mixed into ``EnvBase`` (TorchRL's property names)."""
 
@@ -123,13 +137,16 @@ class EnvSpecs:
 
     @property
     def done_spec(self) -> Composite:
-        """Same as :attr:`full_done_spec`: a ``Composite`` holding the three done flags."""
+        """Same as :attr:`full_done_spec`: a ``Composite`` holding the three done flags.
+
+        A Composite set here is completed at every level: a lone ``"done"`` gets a
+        ``"terminated"`` copy and a lone ``"terminated"`` a ``"done"`` one (TorchRL)."""
         return self._full_done_spec
 
     @done_spec.setter
     def done_spec(self, spec: Any) -> None:
         if _is_composite(spec):
-            self._full_done_spec = self._batched(spec)
+            self._full_done_spec = _complete_done(self._batched(spec))
             return
         leaf = self._batched(spec)
         self._full_done_spec = Composite(
