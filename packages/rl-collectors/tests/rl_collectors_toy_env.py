@@ -129,6 +129,24 @@ class ToyEnvWithStepAndMaybeReset(ToyEnv):
         return tensordict, nxt
 
 
+class LabelledToyEnv(ToyEnv):
+    """Same env (batch ``()``), with a string entry ``"label"``: ``"reset"`` after a reset,
+    ``"step <n>"`` after the n-th step of an episode."""
+
+    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        return super().reset(tensordict).set_non_tensor("label", "reset")
+
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        tensordict = super().step(tensordict)
+        tensordict.get("next").set_non_tensor("label", f"step {int(self._step)}")
+        return tensordict
+
+
+def make_labelled_toy_env() -> LabelledToyEnv:
+    """Picklable constructor of :class:`LabelledToyEnv` for the multiprocess tests."""
+    return LabelledToyEnv(())
+
+
 class StatefulToyEnv(ToyEnv):
     """Same env, able to save and restore its exact state (``get_state`` / ``set_state``)."""
 

@@ -578,3 +578,12 @@ def test_max_frames_per_traj_refuses_an_env_that_counts_steps() -> None:
     Collector(env, None, frames_per_batch=4)  # fine without max_frames_per_traj
     with pytest.raises(ValueError, match="already counts steps"):
         Collector(env, None, frames_per_batch=4, max_frames_per_traj=2)
+
+
+def test_non_tensor_entries_are_collected() -> None:
+    from rl_collectors_toy_env import LabelledToyEnv
+
+    batch = Collector(LabelledToyEnv(), None, frames_per_batch=6).next()
+    steps = batch["observation"][:, 0].long().tolist()  # step within the episode
+    assert batch["label"].tolist() == ["reset" if n == 0 else f"step {n}" for n in steps]
+    assert batch["next", "label"].tolist() == [f"step {n + 1}" for n in steps]

@@ -13,6 +13,7 @@ from rl_collectors_toy_env import (
     ScalePolicy,
     SeededToyEnv,
     WorkerOnlyScalePolicyFactory,
+    make_labelled_toy_env,
     make_toy_env,
     make_toy_env_with_a_child_process,
 )
@@ -510,3 +511,15 @@ def test_resumed_workers_keep_their_policy_version() -> None:
         assert (resumed.next()["policy_version"] == 2).all()
     assert [again[f"worker{i}"]["policy_version"] for i in range(2)] == [2, 2]
     assert again["policy_version"] == 2
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_non_tensor_entries_cross_the_process_boundary(cls) -> None:
+    with cls([make_labelled_toy_env] * 2, None, frames_per_batch=8, total_frames=8) as c:
+        batch = c.next()
+    steps = batch["observation"][..., 0].long().reshape(-1).tolist()
+    labels = batch["next", "label"]
+    flat = (
+        [label for row in labels.tolist() for label in row] if batch.ndim == 2 else labels.tolist()
+    )
+    assert flat == [f"step {n + 1}" for n in steps]

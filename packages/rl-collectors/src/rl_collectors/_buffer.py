@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict, TensorDictBase, is_non_tensor
 
 NestedKey = str | tuple[str, ...]
 
@@ -39,6 +41,11 @@ def _keep_nested_batch_dims(data: TensorDictBase, template: TensorDictBase, step
             extra = value.batch_size[dims:]
             data.get(key).batch_size = torch.Size([*data.batch_size, *extra])
             # items() yields parents first, so a deeper level fits its resized parent
+
+
+def non_tensor_leaves(td: TensorDictBase) -> list[NestedKey]:
+    """The nested keys of the non-tensor leaves (strings, objects) of ``td``."""
+    return [key for key, value in td.items(include_nested=True) if is_non_tensor(value)]
 
 
 class StepBuffer:
@@ -85,6 +92,11 @@ class StepBuffer:
         tensors = [self.data.get(key) for key in (*self.keys, *stepwise)]
         self._views = [[t.select(self.batch_dims, step) for t in tensors] for step in range(steps)]
         self.steps = steps
+        # Non-tensor leaves cannot live in preallocated tensors: kept per step, stacked on read.
+        self.non_tensor_keys = non_tensor_leaves(template)
+        self._non_tensor: dict[NestedKey, list[Any]] = {
+            k: [None] * steps for k in self.non_tensor_keys
+        }
         # Leaves grouped by parent, in the order of ``self.keys``.
         self._groups: list[tuple[tuple[str, ...], list[str]]] = []
         for key in self.keys:
@@ -140,3 +152,23 @@ class StepBuffer:
                 "default value when they have no meaning)."
             )
         torch._foreach_copy_(self._views[step], [*sources, *extra])
+
+    def write_non_tensor(self, step: int, transition: TensorDictBase) -> None:
+        """Keep the non-tensor leaves of step ``step`` (see :meth:`non_tensor`)."""
+        for key, values in self._non_tensor.items():
+            values[step] = transition.get(key)
+
+    def write_non_tensor_block(self, batch: TensorDictBase) -> None:
+        """Keep the non-tensor leaves of a whole ``[*B, T]`` batch (one ``env.rollout``)."""
+        for key, values in self._non_tensor.items():
+            block = batch.get(key)
+            values[:] = [
+                block[(slice(None),) * self.batch_dims + (t,)] for t in range(batch.shape[-1])
+            ]
+
+    def non_tensor(self, steps: int) -> dict[NestedKey, Any]:
+        """The non-tensor leaves of the first ``steps`` steps, each stacked to ``[*B, steps]``."""
+        return {
+            key: torch.stack(values[:steps], self.batch_dims)
+            for key, values in self._non_tensor.items()
+        }

@@ -454,6 +454,7 @@ class MultiCollector(BackgroundCollection):
         self._procs: list[Any] = []
         self._stops: list[Any] = []
         self._buffers: list[TensorDictBase | None] = [None] * self.num_workers
+        self._non_tensor: list[dict[Any, Any] | None] = [None] * self.num_workers
         self._closed = False
         for spec in specs:
             parent_end, child_end = self._context.Pipe()
@@ -571,9 +572,11 @@ class MultiCollector(BackgroundCollection):
 
     def _take_batch(self, index: int, message: tuple[Any, ...]) -> int:
         """Record the worker's buffer (if new) and timings; returns the steps it wrote."""
-        _, buffer, written, timings = message
+        _, buffer, written, timings, non_tensor = message
         if buffer is not None:
             self._buffers[index] = buffer
+        # Strings and other non-tensor leaves come through the pipe, stacked per step.
+        self._non_tensor[index] = non_tensor
         self.worker_timings[index] = timings
         self._worker_frames[index] += int(written) * self._env_numel
         return int(written)

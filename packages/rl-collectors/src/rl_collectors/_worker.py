@@ -65,7 +65,7 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
     ``("getattr", name)``, ``("call", (method, args, kwargs))`` and ``("close", None)``.
 
     Replies ``("ready", batch_size)`` once (or ``("config_error", type, message)`` if the
-    collector cannot be built from these arguments), then ``("batch", buffer_or_None, steps_written, timings)``
+    collector cannot be built from these arguments), then ``("batch", buffer_or_None, steps_written, timings, non_tensor_or_None)``
     per collect (the shared buffer is sent only when it is new). Any exception is sent back as
     ``("error", traceback)`` before the process exits; a closed pipe (parent gone) ends it quietly.
     """
@@ -97,7 +97,12 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
                 if collector._buffer_generation != sent_generation:
                     buffer = collector._buffer.data
                     sent_generation = collector._buffer_generation
-                conn.send(("batch", buffer, written, collector.last_timings))
+                non_tensor = (
+                    collector._buffer.non_tensor(written)
+                    if collector._buffer.non_tensor_keys
+                    else None
+                )
+                conn.send(("batch", buffer, written, collector.last_timings, non_tensor))
             elif command == "state_dict":
                 if weights is not None and collector.policy is not None:
                     held_version = weights.pull(collector.policy, held_version)

@@ -474,8 +474,11 @@ class Collector(BackgroundCollection):
                 if step == 0:
                     self._ensure_buffer(transition)
                     done_index = self._done_index()
+                    keep_non_tensor = bool(self._buffer.non_tensor_keys)
                 sources = self._buffer.gather(transition)
                 self._buffer.write(step, sources, traj_ids)
+                if keep_non_tensor:
+                    self._buffer.write_non_tensor(step, transition)
                 if done_index is None:
                     done = self._nested_done(transition.get("next"), self.batch_size)
                 else:
@@ -536,6 +539,8 @@ class Collector(BackgroundCollection):
         self._ensure_buffer(batch[..., 0])
         data = self._buffer.data
         (data if num_steps == data.shape[-1] else data[..., :num_steps]).update_(batch)
+        if self._buffer.non_tensor_keys:
+            self._buffer.write_non_tensor_block(batch)
         done = batch.get(("next", DONE_KEY), None)
         if done is None:
             done = self._nested_done(batch.get("next"), batch.batch_size)
@@ -634,6 +639,8 @@ class Collector(BackgroundCollection):
                     data = data[..., :written]
                 if not self.return_same_td:
                     data = data.clone()
+                if self._buffer.non_tensor_keys:
+                    data.update(self._buffer.non_tensor(written))
                 self._iter += 1
                 if bar is not None:
                     bar.update(written * self._env_numel)

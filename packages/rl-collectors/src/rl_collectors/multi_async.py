@@ -115,6 +115,8 @@ class MultiAsyncCollector(MultiCollector):
                 del self._in_flight[index]
                 written = self._take_batch(index, message)
                 batch = self._buffers[index][..., :written].clone()
+                if self._non_tensor[index]:
+                    batch.update(self._non_tensor[index])
                 collected = written * self._env_numel
                 self._frames += collected
                 self._dispatch(index)

@@ -143,6 +143,15 @@ class MultiSyncCollector(MultiCollector):
             for buffer in self._buffers
         ]
 
+    def _attach_non_tensor(self, batch: TensorDictBase, written: list[int]) -> None:
+        """Set the workers' non-tensor leaves (sent through the pipes) on the stacked batch,
+        when every worker wrote the same number of steps (no preemption cut)."""
+        pieces = self._non_tensor
+        if not pieces[0] or len(set(written)) != 1 or any(p is None for p in pieces):
+            return
+        for key in pieces[0]:
+            batch.set(key, torch.stack([piece[key] for piece in pieces], 0))
+
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         preempt_after = (
@@ -174,6 +183,7 @@ class MultiSyncCollector(MultiCollector):
                             self._stops[other].value = 1
                 steps = max(plan)
                 batch = torch.stack(self._pieces(steps), 0)
+                self._attach_non_tensor(batch, [written[i] for i in range(self.num_workers)])
                 if self._preempt or len(set(plan)) > 1:
                     mark_invalid_tail(batch, [written[i] for i in range(self.num_workers)])
                 if self.cat_results not in (None, "stack"):
