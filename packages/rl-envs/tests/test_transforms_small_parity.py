@@ -75,3 +75,13 @@ def test_an_empty_primer_adds_nothing():
 def test_pin_memory_without_cuda_says_so():
     with pytest.raises(RuntimeError, match="needs a CUDA device"):
         PinMemoryTransform()(TensorDict(a=torch.zeros(2)))
+
+
+def test_inv_leaves_the_callers_tensordict_alone():
+    from rl_envs import DoubleToFloat
+
+    td = TensorDict(action=torch.zeros(2), obs=torch.zeros(2, dtype=torch.float64))
+    out = DoubleToFloat(in_keys_inv=["action"]).inv(td)
+    assert out["action"].dtype == torch.float64 and td["action"].dtype == torch.float32
+    auto = DoubleToFloat().inv(td)  # outside an env: every float32 leaf goes back
+    assert auto["action"].dtype == torch.float64 and td["action"].dtype == torch.float32

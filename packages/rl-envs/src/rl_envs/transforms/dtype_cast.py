@@ -18,7 +18,8 @@ class DTypeCastTransform(Transform):
     With explicit keys only those entries are cast. Without keys, inside a
     ``TransformedEnv`` the keys are read from the specs (every ``dtype_in``
     observation / reward becomes an in_key, every ``dtype_in`` action / state an
-    in_key_inv); on a bare TensorDict every ``dtype_in`` leaf is cast.
+    in_key_inv); on a bare TensorDict every ``dtype_in`` leaf is cast (and ``inv`` casts
+    every ``dtype_out`` leaf back).
 
     Args:
         dtype_in: the env's dtype.
@@ -78,7 +79,9 @@ class DTypeCastTransform(Transform):
         return super()._call(next_tensordict)
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
-        if self._auto and not self._keys_from_specs:
+        if self._auto and not self._keys_from_specs:  # outside an env: every dtype_out entry
+            for key in self._scan(tensordict, self.dtype_out):
+                tensordict.set(key, tensordict.get(key).to(self.dtype_in))
             return tensordict
         return super()._inv_call(tensordict)
 

@@ -209,8 +209,11 @@ class Transform(nn.Module):
         return False
 
     def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Maps an input (e.g. an action written by a policy) to what the inner env reads."""
-        return self._inv_call(tensordict)
+        """Maps an input (e.g. an action written by a policy) to what the inner env reads.
+
+        Works on a shallow copy, as TorchRL: the caller's TensorDict keeps its entries.
+        """
+        return self._inv_call(tensordict.clone(False))
 
     # ----------------------------------------------------- whole trajectories
     def supports_rollout_map(self) -> bool:
