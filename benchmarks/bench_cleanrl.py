@@ -146,6 +146,7 @@ def main() -> None:
                     else:
                         cmd = ours_cmd(algo, n, out / "run", args, compile_=who != "ours")
                     times[who][n].append(cpu_seconds(cmd, out, out / "log.txt"))
+                    print(f"  {algo} {who}, {n} frames: {times[who][n][-1]:.1f} s", flush=True)
         n1, n2 = lengths
         print(f"\n{algo.upper()} HalfCheetah, CPU s per 100k frames from runs of {n1} and {n2} "
               f"frames ({args.repeats} alternating round(s)), extrapolated:")  # fmt: skip

@@ -7,7 +7,7 @@ Also tested on HalfCheetah-v5 and CartPole-v1 (``--env CartPole-v1``).
     uv run recipes/ppo.py --env HalfCheetah-v5 --total-frames 1000000
     uv run recipes/ppo.py --smoke               # a few seconds, end to end
     uv run recipes/ppo.py --kernels             # GAE from rl_kernels (Triton on GPU)
-    uv run recipes/ppo.py --compile             # torch.compile the update's loss
+    uv run recipes/ppo.py --compile             # torch.compile the policy and the loss
     uv run recipes/ppo.py --resume runs/ppo/checkpoint.pt
 """
 
@@ -94,7 +94,7 @@ class Config(RunConfig):
     kernels: bool = False
     """Compute advantages with rl_kernels' drop-in GAE (Triton on CUDA, fast torch on CPU)."""
     compile: bool = False
-    """torch.compile the loss of each minibatch step (forward and backward); the first pays."""
+    """torch.compile the policy (collection) and the loss of each minibatch step (first pays)."""
     eval_every: int = 40_960
     eval_episodes: int = 3
     target_return: float = 9300.0
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     eval_vecnorm = VecNorm(in_keys=["observation"], decay=0.99999)
     eval_env = make_env(cfg, 1, eval_vecnorm)
     actor, critic = make_agent(cfg, env)
+    if cfg.compile:
+        actor.compile()  # in place: the collector's policy, state_dict names unchanged
     advantage = gae_class(cfg.kernels)(
         gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic, average_gae=False
     )
