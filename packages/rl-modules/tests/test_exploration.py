@@ -12,6 +12,7 @@ from tensordict import TensorDict
 
 from rl_modules import (
     AdditiveGaussianModule,
+    ConsistentDropoutModule,
     EGreedyModule,
     ExplorationType,
     OrnsteinUhlenbeckProcessModule,
@@ -157,3 +158,24 @@ def test_noise_modules_project_with_the_action_entry_of_a_composite_spec():
     assert egreedy(td.clone())["action"].abs().max() <= 1
     with pytest.raises(KeyError, match="no entry 'action'"):
         AdditiveGaussianModule(specs.Composite(other=box))(td.clone())
+
+
+def test_consistent_dropout_reuses_the_stored_mask():
+    torch.manual_seed(0)
+    p = 0.3
+    m = ConsistentDropoutModule(p, in_keys="h")
+    x = torch.randn(20_000, 4)
+    td = m(TensorDict(h=x.clone(), batch_size=[20_000]))
+    (mask_key,) = [k for k in m.out_keys if isinstance(k, str) and k.startswith("mask_")]
+    mask = td[mask_key]
+    # F.dropout of ones: 0 or 1 / (1 - p), dropped with probability p
+    kept = torch.tensor(1 / (1 - p))
+    assert ((mask == 0) | (mask == kept)).all()
+    assert abs(float((mask == 0).float().mean()) - p) < 0.01
+    torch.testing.assert_close(td["h"], x * mask)
+    again = m(td.clone().set("h", x.clone()))
+    assert torch.equal(again["h"], td["h"]) and torch.equal(again[mask_key], mask)
+    m.eval()
+    assert torch.equal(m(TensorDict(h=x.clone(), batch_size=[20_000]))["h"], x)
+    with pytest.raises(ValueError, match=r"p must be in \[0, 1\)"):
+        ConsistentDropoutModule(1.0, in_keys="h")

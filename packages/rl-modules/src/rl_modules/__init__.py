@@ -42,6 +42,8 @@ from rl_modules.distributions import (
 )
 from rl_modules.exploration import (
     AdditiveGaussianModule,
+    ConsistentDropout,
+    ConsistentDropoutModule,
     EGreedyModule,
     LazygSDEModule,
     OrnsteinUhlenbeckProcessModule,
@@ -130,6 +132,8 @@ __all__ = [
     "AddStateIndependentNormalScale",
     "AdditiveGaussianModule",
     "BatchRenorm1d",
+    "ConsistentDropout",
+    "ConsistentDropoutModule",
     "ContinuationHead",
     "Conv3dNet",
     "ConvNet",

@@ -1,5 +1,6 @@
 """Exploration modules, applied after a policy."""
 
+from rl_modules.exploration.consistent_dropout import ConsistentDropout, ConsistentDropoutModule
 from rl_modules.exploration.egreedy import EGreedyModule
 from rl_modules.exploration.gaussian import AdditiveGaussianModule
 from rl_modules.exploration.gsde import LazygSDEModule, gSDEModule
@@ -8,6 +9,8 @@ from rl_modules.exploration.random_policy import RandomPolicy
 
 __all__ = [
     "AdditiveGaussianModule",
+    "ConsistentDropout",
+    "ConsistentDropoutModule",
     "EGreedyModule",
     "LazygSDEModule",
     "OrnsteinUhlenbeckProcessModule",
