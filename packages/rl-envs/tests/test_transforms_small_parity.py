@@ -85,3 +85,12 @@ def test_inv_leaves_the_callers_tensordict_alone():
     assert out["action"].dtype == torch.float64 and td["action"].dtype == torch.float32
     auto = DoubleToFloat().inv(td)  # outside an env: every float32 leaf goes back
     assert auto["action"].dtype == torch.float64 and td["action"].dtype == torch.float32
+
+
+def test_compose_spec_hooks_chain_their_transforms():
+    from rl_envs import Bounded, DoubleToFloat, RenameTransform
+
+    spec = Composite(obs=Bounded(0.0, 1.0, shape=(2,), dtype=torch.float64))
+    out = Compose(DoubleToFloat(in_keys=["obs"]), RenameTransform(["obs"], ["o"]))
+    out = out.transform_observation_spec(spec)
+    assert out["o"].dtype == torch.float32  # renamed after the cast

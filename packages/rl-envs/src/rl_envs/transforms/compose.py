@@ -87,6 +87,26 @@ class Compose(Transform):
             trajectory = t._rollout_map(trajectory)
         return trajectory
 
+    def _chain(self, hook: str, spec: Any) -> Any:
+        for t in self.transforms:
+            spec = getattr(t, hook)(spec)
+        return spec
+
+    def transform_observation_spec(self, observation_spec: Any) -> Any:
+        return self._chain("transform_observation_spec", observation_spec)
+
+    def transform_reward_spec(self, reward_spec: Any) -> Any:
+        return self._chain("transform_reward_spec", reward_spec)
+
+    def transform_done_spec(self, done_spec: Any) -> Any:
+        return self._chain("transform_done_spec", done_spec)
+
+    def transform_action_spec(self, action_spec: Any) -> Any:
+        return self._chain("transform_action_spec", action_spec)
+
+    def transform_state_spec(self, state_spec: Any) -> Any:
+        return self._chain("transform_state_spec", state_spec)
+
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         for t in self.transforms:
             specs = t.transform_specs(specs)
