@@ -1,7 +1,15 @@
 import pytest
 import torch
 
-from rl_envs import PendulumEnv, SerialEnv, StepCounter, TransformedEnv, check_env_specs
+from rl_envs import (
+    Categorical,
+    Composite,
+    PendulumEnv,
+    SerialEnv,
+    StepCounter,
+    TransformedEnv,
+    check_env_specs,
+)
 
 
 def make_counted(max_episode_steps=200):
@@ -126,3 +134,47 @@ def test_share_individual_td_is_accepted_and_changes_nothing():
         env.set_seed(0)
         torch.manual_seed(0)
         torch.testing.assert_close(env.rollout(3)["observation"], a["observation"])
+
+
+class _GradCounter(PendulumEnv):
+    """Pendulum whose observations come out of a parameter (they require grad)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def _step(self, td):
+        out = super()._step(td)
+        return out.set("observation", out["observation"] * self.scale)
+
+
+def test_sub_env_outputs_that_require_grad_are_copied_as_data():
+    with SerialEnv(2, _GradCounter) as env:
+        r = env.rollout(3)  # the buffers hold the values, not the graph
+    assert (
+        r["next", "observation"].shape == (2, 3, 3) and not r["next", "observation"].requires_grad
+    )
+
+
+class _AgentsOnlyDone(PendulumEnv):
+    """Pendulum whose done flags live under ("agents", ...) only."""
+
+    def __init__(self):
+        super().__init__(max_episode_steps=2)
+        self.done_spec = Composite(
+            agents=Composite(done=Categorical(2, shape=(1,), dtype=torch.bool))
+        )
+
+    def _reset(self, td):
+        out = super()._reset(td)
+        return out.exclude("done", "terminated", "truncated")
+
+    def _step(self, td):
+        out = super()._step(td)
+        return out.set(("agents", "done"), out.pop("done")).exclude("terminated", "truncated")
+
+
+def test_fast_rollout_with_nested_done_flags_only():
+    with SerialEnv(2, _AgentsOnlyDone) as env:
+        r = env.rollout(5, break_when_any_done=False)
+    assert r["next", "agents", "done"][0].squeeze(-1).tolist() == [False, True, False, True, False]

@@ -563,3 +563,10 @@ def test_done_spec_is_completed(given):
     assert set(env.done_keys) == {
         "done", "terminated", ("group", "done"), ("group", "terminated")
     }  # fmt: skip
+
+
+def test_cpu_device_index_is_the_same_device():
+    env = CountEnv()
+    env.action_spec = Bounded(0.0, 1.0, shape=(1,), device="cpu:0")
+    td = env.step(env.reset().set("action", torch.ones(1)))  # torch drops the CPU index
+    assert td["next", "observation"].item() == 1.0

@@ -72,13 +72,18 @@ def check_action_structure(
                 f"(the env's batch_size followed by the action shape), got {tuple(value.shape)}. "
                 "Fix the policy's output size or reshape the action."
             )
-        if value.device != spec.device:
+        if value.device != spec.device and not _same_cpu(value.device, spec.device):
             raise ValueError(
                 f"Action entry {_fmt(key)} is on the wrong device: expected {spec.device}, got "
                 f"{value.device}. Move it with `.to({str(spec.device)!r})` or build the env "
                 f"with device={str(value.device)!r}."
             )
     return missing
+
+
+def _same_cpu(a: torch.device, b: Any) -> bool:
+    """``cpu`` and ``cpu:0`` are one device (torch drops the index on CPU tensors)."""
+    return a.type == "cpu" and getattr(b, "type", None) == "cpu"
 
 
 def missing_action_error(td: TensorDictBase, key: NestedKey, action_spec: Any) -> KeyError:

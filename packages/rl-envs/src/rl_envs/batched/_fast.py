@@ -30,10 +30,11 @@ from rl_envs.batched._layout import Buffers
 
 
 def supports(buffers: Buffers, root: TensorDictBase, policy: Any, mode: str) -> bool:
-    """Random actions, mode ``"none"`` or ``"any"``, and a root holding only entries the
-    sub-envs' reset writes (anything else, e.g. a policy's state, is not carried here)."""
-    if policy is not None or mode not in ("none", "any"):
-        return False
+    """Random actions, mode ``"none"`` or ``"any"``, a root ``"done"`` flag, and a root
+    holding only entries the sub-envs' reset writes (anything else, e.g. a policy's
+    state, is not carried here)."""
+    if policy is not None or mode not in ("none", "any") or "done" not in buffers.next_keys:
+        return False  # (a root "done" flag drives this loop's resets)
     return not set(root.keys(True, True)) - set(buffers.reset_keys)
 
 

@@ -93,7 +93,7 @@ def read_meta(env: Any) -> SubEnvMeta:
         done=env.full_done_spec.clone(),
         state=env.full_state_spec.clone(),
         batch_size=torch.Size(env.batch_size),
-        device=torch.device(env.device),
+        device=torch.device(env.device) if env.device is not None else torch.device("cpu"),
     )
 
 

@@ -93,7 +93,7 @@ class EnvGroup:
                 continue
             out = _step_one(env, td_in)
             _copy_into(dst, out, type(env).__name__)
-            done = out.get("done")
+            done = out.get("done")  # the fast loop runs only with a root "done" (_fast.supports)
             if not self.allow[j].any() or not bool(done.any()):
                 continue
             if env.batch_size and not bool(done.all()):
@@ -187,6 +187,8 @@ def _copy_into(
                 f"{owner} did not write {key!r}, which its specs declare (wrote: "
                 f"{sorted(out.keys(True, True), key=str)})."
             )
+        if value.requires_grad:  # buffers carry data, not graphs (a sub-env's module output)
+            value = value.detach()
         view.copy_(value)
 
 
