@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "recipes"))
 
 ARGS = {
-    "ppo": ["--smoke", "--total-frames", "512", "--frames-per-batch", "256",
-            "--minibatch-size", "128", "--eval-every", "512", "--checkpoint-every", "512"],
-    "sac": ["--smoke", "--env", "Pendulum-v1", "--total-frames", "400", "--frames-per-batch",
+    "ppo": ["--smoke", "--total-frames", "256", "--frames-per-batch", "128", "--hidden", "16",
+            "--minibatch-size", "128", "--eval-every", "256", "--checkpoint-every", "256"],
+    "sac": ["--smoke", "--env", "Pendulum-v1", "--total-frames", "300", "--frames-per-batch",
             "100", "--init-random-frames", "200", "--utd-ratio", "0.1", "--hidden", "16",
-            "--eval-every", "400", "--checkpoint-every", "400"],
+            "--eval-every", "300", "--checkpoint-every", "300"],
 }  # fmt: skip
 COMPILED = {"ppo": ["ProbabilisticActor", "ClipPPOLoss"], "sac": ["SACLoss"]}
 
