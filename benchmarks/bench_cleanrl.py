@@ -73,7 +73,7 @@ def ours_cmd(
 
 def cpu_seconds(cmd: list[str], cwd: Path, log: Path) -> float:
     """User + system CPU seconds of ``cmd`` and its children, one torch thread."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": ""}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     if "cleanrl" in Path(cmd[1]).parts:
         env["PYTHONPATH"] = str(Path(cmd[1]).parent.parent)  # cleanrl_utils, as in a checkout
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
