@@ -70,6 +70,12 @@ def test_python_based_modules_match_the_kernel_based_ones(module_class):
         TensorDict(obs=torch.ones(5, 3), is_init=torch.ones(5, 1, dtype=torch.bool), batch_size=[5])
     )["y"]
     torch.testing.assert_close(before, after)
+    converted.make_cudnn_based()
+    assert type(converted.rnn) in (torch.nn.LSTM, torch.nn.GRU)
+    back = converted(
+        TensorDict(obs=torch.ones(5, 3), is_init=torch.ones(5, 1, dtype=torch.bool), batch_size=[5])
+    )["y"]
+    torch.testing.assert_close(before, back)
 
 
 def test_is_init_as_the_last_in_key():

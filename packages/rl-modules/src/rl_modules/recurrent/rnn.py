@@ -284,10 +284,17 @@ class _RecurrentModule(TensorDictModuleBase):
 
     def make_python_based(self) -> _RecurrentModule:
         """Swap the wrapped RNN for its Python version (same weights), in place; returns ``self``."""
+        return self._swap_rnn(self._python_class)
+
+    def make_cudnn_based(self) -> _RecurrentModule:
+        """Swap the wrapped RNN back to ``torch.nn``'s (cuDNN on GPU; same weights), in place."""
+        return self._swap_rnn(self._torch_class)
+
+    def _swap_rnn(self, cls: type) -> _RecurrentModule:
         rnn = self.rnn
-        if isinstance(rnn, (LSTM, GRU)):
+        if type(rnn) is cls:
             return self
-        new = self._python_class(
+        new = cls(
             input_size=rnn.input_size,
             hidden_size=rnn.hidden_size,
             num_layers=rnn.num_layers,
