@@ -94,3 +94,15 @@ def test_compose_spec_hooks_chain_their_transforms():
     out = Compose(DoubleToFloat(in_keys=["obs"]), RenameTransform(["obs"], ["o"]))
     out = out.transform_observation_spec(spec)
     assert out["o"].dtype == torch.float32  # renamed after the cast
+
+
+def test_time_max_pool_outside_an_env_pools_over_calls():
+    from rl_envs import TimeMaxPool
+
+    torch.manual_seed(0)
+    frames = [torch.randn(2, 4) for _ in range(6)]
+    t = TimeMaxPool(in_keys=["obs"], T=3)
+    for i, frame in enumerate(frames):
+        out = t._call(TensorDict(obs=frame, batch_size=[2]))["obs"]
+        expected = torch.stack(frames[max(0, i - 2) : i + 1]).max(0).values
+        torch.testing.assert_close(out, expected)

@@ -14,7 +14,8 @@ from rl_envs.transforms.transform import Transform
 class TimeMaxPool(Transform):
     """Writes, per in_key, the element-wise max of its last ``T`` frames (Atari flicker fix).
 
-    After a (partial) reset the window holds copies of the first frame.
+    After a (partial) reset the window holds copies of the first frame. Called on
+    successive TensorDicts outside an env (``_call``), it pools over those calls.
 
     Args:
         in_keys: frames (default ``["observation"]``).
@@ -63,16 +64,21 @@ class TimeMaxPool(Transform):
             tensordict_reset.set(out_key, fresh.max(0).values)
         return tensordict_reset
 
-    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Pushes each frame into its window (started with copies of the frame if there is
+        none yet) and writes the window's max."""
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             frame = get_or_raise(self, next_tensordict, in_key)
             window = self._windows.get(in_key)
-            if window is None:
-                raise RuntimeError("TimeMaxPool: reset the env before stepping it.")
+            if window is None or window.shape[1:] != frame.shape:
+                window = frame.unsqueeze(0).expand(self.T, *frame.shape)
             window = torch.cat([window[1:], frame.unsqueeze(0)], 0)
             self._windows[in_key] = window
             next_tensordict.set(out_key, window.max(0).values)
         return next_tensordict
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self._call(next_tensordict)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
