@@ -111,6 +111,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
     """
 
     _sample_unit: SampleUnit | None = None
+    _track_generations = False  # the writer stamps slot generations (set when built)
     _ran_out = False  # whether the last batch sample() returned ended the sampler's epoch
 
     def __init__(
@@ -188,6 +189,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
                     f"(to refill consumed slots); {type(self._writer).__name__} has none."
                 )
         self._writer.register_storage(self._storage)
+        self._track_generations = bool(getattr(self._writer, "tracks_generations", False))
         collate_fn = parts.collate_fn
         if collate_fn is None:
             stacks = isinstance(self._storage, ListStorage) and not getattr(
@@ -416,17 +418,13 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
     def _sample_once(self, batch_size: int) -> tuple[Any, dict[str, Any], bool]:
         """A batch, its info, and whether it was the sampler's last one (``ran_out``)."""
         with self._lock:
-            index, info = self._sampler.sample(self._storage, batch_size)
-            ran_out = bool(getattr(self._sampler, "ran_out", False))
+            sampler = self._sampler
+            index, info = sampler.sample(self._storage, batch_size)
+            ran_out = getattr(sampler, "ran_out", False)
             added: list[str] = []
-            if self._sample_unit is not None:
-                drawn = set(info)
-                index, info = self._sample_unit.expand(index, info, self._storage)
-                added = [key for key in info if key not in drawn]
+            if self._sample_unit is not None or self._track_generations:
+                index, info, added = self._expand(index, info)
             info["index"] = index
-            if getattr(self._writer, "tracks_generations", False):
-                info["index_generation"] = self._writer.generations_of(index)
-                added.append("index_generation")
             data, written = self._read(index, info)
         if self._collate_fn is not None:
             data = self._collate_fn(data)
@@ -441,6 +439,20 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         if self._transform:
             data = self._transform(data)
         return data, info, ran_out
+
+    def _expand(
+        self, index: torch.Tensor, info: dict[str, Any]
+    ) -> tuple[torch.Tensor, dict[str, Any], list[str]]:
+        """The sample unit's expansion and the slot generations; the info keys they add."""
+        added: list[str] = []
+        if self._sample_unit is not None:
+            drawn = set(info)
+            index, info = self._sample_unit.expand(index, info, self._storage)
+            added = [key for key in info if key not in drawn]
+        if self._track_generations:
+            info["index_generation"] = self._writer.generations_of(index)
+            added.append("index_generation")
+        return index, info, added
 
     def _read(self, index: torch.Tensor, info: dict[str, Any]) -> tuple[Any, bool]:
         """The items at ``index``, and whether the buffer's own entries are already in them."""
