@@ -129,6 +129,10 @@ def test_env_creator_pickles_and_reads_specs():
     env = make()
     assert env.batch_size == (2,)
     assert make.meta_data["full_action_spec"]["action"].shape == (2, 1)
+    meta = make.meta_data  # TorchRL's layout: input_spec / output_spec
+    assert meta.specs["input_spec", "full_action_spec", "action"].shape == (2, 1)
+    assert meta.specs["output_spec", "full_observation_spec", "observation"].shape == (2, 3)
+    assert meta.batch_size == (2,) and meta.device == torch.device("cpu")
     assert make(batch_size=[3]).batch_size == (3,)
 
 

@@ -48,7 +48,7 @@ from rl_envs.specs.legacy import __all__ as _legacy_all
 from rl_envs.transformed_env import TransformedEnv
 from rl_envs.transforms import *  # noqa: F403  (the catalogue: see rl_envs.transforms.__all__)
 from rl_envs.transforms import __all__ as _transforms_all
-from rl_envs.utils import EnvCreator, check_env_specs, step_mdp
+from rl_envs.utils import EnvCreator, EnvMetaData, check_env_specs, step_mdp
 
 __version__ = _version("rl-envs")
 
@@ -62,6 +62,7 @@ __all__ = [
     "DMControlWrapper",
     "EnvBase",
     "EnvCreator",
+    "EnvMetaData",
     "GymEnv",
     "GymWrapper",
     "MultiCategorical",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
@@ -17,8 +18,15 @@ from tensordict import (
 from tensordict.utils import NestedKey
 
 from rl_envs.done import terminated_or_truncated
+from rl_envs.specs import Composite
 
-__all__ = ["EnvCreator", "check_env_specs", "step_mdp", "terminated_or_truncated"]
+__all__ = [
+    "EnvCreator",
+    "EnvMetaData",
+    "check_env_specs",
+    "step_mdp",
+    "terminated_or_truncated",
+]
 
 _terminated_or_truncated = terminated_or_truncated  # TorchRL's private name (its test helpers)
 
@@ -346,6 +354,43 @@ def check_env_specs(
             )
 
 
+@dataclass
+class EnvMetaData:
+    """What an env looks like without the env: its specs, batch size and device.
+
+    ``specs`` holds TorchRL's layout, ``specs["input_spec", "full_action_spec"]`` and
+    ``specs["output_spec", "full_observation_spec"]`` (also ``full_reward_spec`` /
+    ``full_done_spec`` under ``"output_spec"``, ``full_state_spec`` under ``"input_spec"``);
+    ``meta["full_action_spec"]`` reads the same entries by their own name.
+
+    Example:
+        >>> from rl_envs import PendulumEnv
+        >>> meta = EnvMetaData.from_env(PendulumEnv())
+        >>> meta.specs["input_spec", "full_action_spec", "action"].shape
+        torch.Size([1])
+    """
+
+    specs: Composite
+    batch_size: torch.Size
+    device: torch.device
+
+    @classmethod
+    def from_env(cls, env: Any) -> EnvMetaData:
+        """Copies ``env``'s specs (``env`` is not kept)."""
+        specs = Composite(
+            input_spec=env.input_spec.clone(), output_spec=env.output_spec.clone(),
+            shape=env.batch_size, device=env.device,
+        )  # fmt: skip
+        return cls(specs, torch.Size(env.batch_size), torch.device(env.device))
+
+    def __getitem__(self, name: str) -> Any:
+        """``meta["full_action_spec"]`` and the other ``full_*_spec`` by name."""
+        for group in ("input_spec", "output_spec"):
+            if name in self.specs[group]:
+                return self.specs[group, name]
+        raise KeyError(f"EnvMetaData has no {name!r}; the specs are {list(self.specs.keys(True))}.")
+
+
 class EnvCreator:
     """A picklable env factory, e.g. for ``ParallelEnv`` and collectors' workers.
 
@@ -370,29 +415,18 @@ class EnvCreator:
     ) -> None:
         self.create_env_fn = create_env_fn
         self.create_env_kwargs = dict(create_env_kwargs or {})
-        self._specs: dict[str, Any] | None = None
+        self._specs: EnvMetaData | None = None
 
-    def _read_specs(self) -> dict[str, Any]:
+    @property
+    def meta_data(self) -> EnvMetaData:
+        """The specs, batch size and device of the env this creator builds (read once)."""
         if self._specs is None:
             env = self()
             try:
-                self._specs = {
-                    "full_observation_spec": env.full_observation_spec.clone(),
-                    "full_action_spec": env.full_action_spec.clone(),
-                    "full_reward_spec": env.full_reward_spec.clone(),
-                    "full_done_spec": env.full_done_spec.clone(),
-                    "full_state_spec": env.full_state_spec.clone(),
-                    "batch_size": env.batch_size,
-                    "device": env.device,
-                }
+                self._specs = EnvMetaData.from_env(env)
             finally:
                 env.close()
         return self._specs
-
-    @property
-    def meta_data(self) -> dict[str, Any]:
-        """The specs, batch size and device of the env this creator builds."""
-        return self._read_specs()
 
     def __call__(self, **kwargs: Any) -> Any:
         return self.create_env_fn(**{**self.create_env_kwargs, **kwargs})

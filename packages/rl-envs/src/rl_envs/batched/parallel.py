@@ -10,7 +10,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
 import torch.multiprocessing as mp
 from tensordict import TensorDictBase
 
@@ -36,6 +35,7 @@ from rl_envs.batched._unbuffered import (
 from rl_envs.batched._worker import worker_loop
 from rl_envs.env_base import EnvBase
 from rl_envs.rollout_backend import RolloutBackend
+from rl_envs.utils import EnvMetaData
 
 __all__ = ["ParallelEnv"]
 
@@ -120,7 +120,7 @@ class ParallelEnv(EnvBase):
         kwargs = as_kwargs_list(create_env_kwargs, num_workers)
         meta_source = fns[0]
         meta = getattr(meta_source, "meta_data", None)
-        if isinstance(meta, dict):
+        if isinstance(meta, EnvMetaData):
             from rl_envs.batched._layout import SubEnvMeta
 
             meta = SubEnvMeta(
@@ -129,8 +129,8 @@ class ParallelEnv(EnvBase):
                 reward=meta["full_reward_spec"].clone(),
                 done=meta["full_done_spec"].clone(),
                 state=meta["full_state_spec"].clone(),
-                batch_size=torch.Size(meta["batch_size"]),
-                device=torch.device(meta["device"]),
+                batch_size=meta.batch_size,
+                device=meta.device,
             )
             if kwargs[0]:
                 meta = None  # the creator's meta data may not match these kwargs
