@@ -43,3 +43,17 @@ def test_callable_default_and_errors():
     torch.testing.assert_close(t(TensorDict())["h"], torch.tensor([1.0, 2.0]))
     with pytest.raises(KeyError, match="default_value"):
         TensorDictPrimer(a=Unbounded(shape=(1,)), default_value={"b": 1.0})
+
+
+def test_composite_primers_and_a_zero_default_with_random():
+    from rl_envs import Bounded, Composite, TensorDictPrimer, TransformedEnv
+    from rl_envs.pendulum import PendulumEnv
+
+    env = TransformedEnv(PendulumEnv(), TensorDictPrimer(mem=Composite(b=Bounded(-3, 3, (4,)))))
+    td = env.reset()
+    assert torch.equal(td["mem", "b"], torch.zeros(4))
+    assert ("mem", "b") in env.observation_spec.keys(True, True)
+    drawn = TensorDictPrimer(random=True, default_value=0.0, h=Bounded(-3, 3, (50,)))
+    assert (drawn(TensorDict())["h"] != 0).any()
+    with pytest.raises(ValueError, match="incompatible"):
+        TensorDictPrimer(random=True, default_value=1.0, h=Bounded(-3, 3, (2,)))

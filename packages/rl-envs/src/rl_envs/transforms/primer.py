@@ -27,6 +27,29 @@ def _as_tensor_spec(key: NestedKey, spec: Any) -> Any:
     return Unbounded(shape=spec.shape, dtype=spec.dtype, device=getattr(spec, "device", None))
 
 
+def _given(default_value: Any) -> bool:
+    """Whether a default value other than "nothing" / 0 was passed (TorchRL's truthiness)."""
+    if default_value is None or callable(default_value):
+        return default_value is not None
+    if isinstance(default_value, Mapping):
+        return bool(default_value)
+    return float(default_value) != 0.0
+
+
+def _leaf_entries(entries: dict[NestedKey, Any]) -> dict[NestedKey, Any]:
+    """``{key: Composite}`` entries become one entry per leaf, ``(key, *leaf_key)``."""
+    out: dict[NestedKey, Any] = {}
+    for key, spec in entries.items():
+        if hasattr(spec, "keys") and hasattr(spec, "lock_"):  # a Composite
+            prefix = (key,) if isinstance(key, str) else tuple(key)
+            for leaf in spec.keys(include_nested=True, leaves_only=True):
+                leaf_t = (leaf,) if isinstance(leaf, str) else tuple(leaf)
+                out[(*prefix, *leaf_t)] = spec[leaf]
+        else:
+            out[key] = spec
+    return out
+
+
 def primer_from_mapping(description: Mapping[NestedKey, Any]) -> TensorDictPrimer:
     """A ``TensorDictPrimer`` from a ``{key: spec-like}`` mapping such as
     ``LSTMModule.make_tensordict_primer()`` returns (its ``default_value`` and
@@ -85,9 +108,13 @@ class TensorDictPrimer(Transform):
             )
             entries.update({k: primers[k] for k in keys})
         entries.update(kwargs)
+        entries = _leaf_entries(entries)
         entries = {key: _as_tensor_spec(key, spec) for key, spec in entries.items()}
-        if random and default_value is not None:
-            raise ValueError("TensorDictPrimer: pass random=True or default_value, not both.")
+        if random and _given(default_value):
+            raise ValueError(
+                "TensorDictPrimer: setting random to True and providing a default_value are "
+                "incompatible (a default of 0 is accepted, as TorchRL)."
+            )
         keys_list = list(entries)
         super().__init__()
         self.out_keys = keys_list  # written, not read: there are no in_keys
