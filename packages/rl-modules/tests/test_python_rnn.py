@@ -113,3 +113,30 @@ def test_is_init_as_the_last_in_key():
         )
     with pytest.raises(ValueError, match="optionally followed by the is_init key"):
         GRUModule(input_size=3, hidden_size=4, in_keys=["obs", "h", "a", "b"], out_keys=["y", "h2"])
+
+
+@pytest.mark.parametrize("module_class", [LSTMModule, GRUModule])
+def test_python_based_module_with_resets_runs_under_vmap(module_class):
+    # packed sequences are impossible for the Python RNNs: resets take the cell loop, built
+    # from plain ops, so torch.vmap over stacked parameters works (ATen's lstm_cell has no rule)
+    torch.manual_seed(0)
+    kw = dict(input_size=3, hidden_size=4, in_key="obs", out_key="y", reset_path="packed")
+    slow = module_class(python_based=True, **kw)
+    fast = module_class(**kw)
+    fast.load_state_dict(slow.state_dict())
+    is_init = torch.zeros(2, 7, 1, dtype=torch.bool)
+    is_init[:, 0] = True
+    is_init[1, 4] = True
+    states = {k: torch.zeros(2, 7, 1, 4) for k in slow.state_keys}
+    td = TensorDict(obs=torch.randn(2, 7, 3), is_init=is_init, **states, batch_size=[2, 7])
+    with set_recurrent_mode(True):
+        ref = fast(td.clone())["y"]
+        torch.testing.assert_close(slow(td.clone())["y"], ref)
+        params = TensorDict.from_module(slow).expand(3).clone()
+
+        def run(p: TensorDict) -> torch.Tensor:
+            with p.to_module(slow):
+                return slow(td.clone())["y"]
+
+        out = torch.vmap(run, randomness="same")(params)
+    torch.testing.assert_close(out, ref.expand(3, *ref.shape))

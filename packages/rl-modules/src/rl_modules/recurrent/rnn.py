@@ -17,7 +17,7 @@ from rl_modules._keys import check_in_keys
 from rl_modules.recurrent._segments import pad_segments, split_at_resets, unpad_segments
 from rl_modules.recurrent.mode import recurrent_mode
 from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
-from rl_modules.recurrent.python_rnn import GRU, LSTM
+from rl_modules.recurrent.python_rnn import GRU, LSTM, gru_cell, lstm_cell
 
 States = tuple[torch.Tensor, ...]
 
@@ -39,6 +39,7 @@ def _cell_loop(
     """
     keep = (~is_init).to(x.dtype).unsqueeze(-1)  # [N, T, 1]
     is_lstm = isinstance(rnn, nn.LSTM)
+    python = isinstance(rnn, (LSTM, GRU))  # plain-op cells: vmap has no rule for ATen's
     inp = x
     layers: list[list[torch.Tensor]] = [[] for _ in h0]
     for layer in range(rnn.num_layers):
@@ -53,9 +54,15 @@ def _cell_loop(
         for t in range(x.shape[1]):
             k = keep[:, t]
             if is_lstm:
-                state = torch.lstm_cell(inp[:, t], (state[0] * k, state[1] * k), *weights)
+                h, c = state[0] * k, state[1] * k
+                state = (
+                    lstm_cell(inp[:, t], h, c, *weights)
+                    if python
+                    else torch.lstm_cell(inp[:, t], (h, c), *weights)
+                )
             else:
-                state = (torch.gru_cell(inp[:, t], state[0] * k, *weights),)
+                cell = gru_cell if python else torch.gru_cell
+                state = (cell(inp[:, t], state[0] * k, *weights),)
             for j, s in enumerate(state):
                 per_step[j].append(s)
         for j in range(len(h0)):
@@ -94,8 +101,8 @@ def run_rnn_with_resets(
         arange = torch.arange(n, device=x.device)
         return y, hn, torch.stack([arange, torch.full_like(arange, t - 1)], -1)
     seg = split_at_resets(is_init)
-    python_rnn = isinstance(rnn, (LSTM, GRU))  # takes no packed sequences
-    if reset_path == "loop" or (reset_path == "auto" and (x.device.type != "cuda" or python_rnn)):
+    python_rnn = isinstance(rnn, (LSTM, GRU))  # takes no packed sequences: always the loop
+    if reset_path == "loop" or python_rnn or (reset_path == "auto" and x.device.type != "cuda"):
         y, every = _cell_loop(rnn, x, h0, is_init)
         # State after each segment's last step: [T, L, N, H][t, :, n] -> [S, L, H].
         finals = tuple(s[seg.last[:, 1], :, seg.last[:, 0]].transpose(0, 1) for s in every)
