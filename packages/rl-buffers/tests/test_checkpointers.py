@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import pytest
@@ -17,7 +18,10 @@ from rl_buffers import (
     ReplayBuffer,
 )
 
-h5py = pytest.importorskip("h5py")
+needs_h5py = pytest.mark.skipif(
+    importlib.util.find_spec("h5py") is None, reason="h5py not installed"
+)
+H5 = pytest.param(H5StorageCheckpointer, marks=needs_h5py)
 
 
 def _batch(shape: list[int]) -> TensorDict:
@@ -48,7 +52,10 @@ def test_roundtrip_restores_items_and_cursor(tmp_path, checkpointer, storage, nd
     assert (other[:] == rb[:]).all()
 
 
+@needs_h5py
 def test_formats_on_disk(tmp_path) -> None:
+    import h5py
+
     rb = ReplayBuffer(storage=LazyTensorStorage(4))
     rb.extend(_batch([3]))
     rb.storage.checkpointer = FlatStorageCheckpointer()

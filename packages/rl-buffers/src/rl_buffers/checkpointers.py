@@ -140,7 +140,7 @@ class H5StorageCheckpointer(StorageCheckpointerBase):
         except ImportError as error:
             raise ImportError(
                 "H5StorageCheckpointer needs h5py: install it (pip install h5py, or the "
-                "rl-buffers 'h5' extra)."
+                "rl-buffers[offline] extra)."
             ) from error
         self.separator = separator
 
