@@ -32,6 +32,7 @@ from rl_collectors._background import BackgroundCollection
 from rl_collectors._batching import BatchTimings, check_options, merge_timings
 from rl_collectors._introspect import call_args, check_stats_view, progress_stats
 from rl_collectors._policy import resolve_exploration_type
+from rl_collectors._trajs import TrajectoryBatching
 from rl_collectors._weights import SharedWeights
 from rl_collectors._worker import WorkerSpec, worker_main
 from rl_collectors.collector import is_env_instance
@@ -263,7 +264,7 @@ class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
 
-class MultiCollector(BackgroundCollection):
+class MultiCollector(TrajectoryBatching, BackgroundCollection):
     """Process management, weight sync, checkpointing and lifecycle for multiprocess collectors.
 
     The base of :class:`~rl_collectors.MultiSyncCollector` and
@@ -327,6 +328,8 @@ class MultiCollector(BackgroundCollection):
         cudagraph_policy: bool | dict[str, Any] | None = None,
         sync: bool | None = None,
         policy_factory: Callable[[], Any] | Sequence[Callable[[], Any]] | None = None,
+        trajs_per_batch: int | None = None,
+        traj_format: str | None = None,
     ) -> None:
         if sync is not None and bool(sync) is not self._synchronous:
             raise ValueError(
@@ -353,6 +356,7 @@ class MultiCollector(BackgroundCollection):
         self.split_trajs = split_trajs
         self.flatten = flatten
         self.replay_buffer = replay_buffer
+        self._set_trajs_per_batch(trajs_per_batch, traj_format, split_trajs)
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
         self._use_buffers = True  # batches are always written into preallocated buffers
@@ -508,7 +512,7 @@ class MultiCollector(BackgroundCollection):
     def _check_frames(self) -> None:
         raise NotImplementedError
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
+    def _batches(self) -> Iterator[TensorDictBase | None]:
         raise NotImplementedError
 
     # -- messaging --------------------------------------------------------------------------
@@ -739,8 +743,11 @@ class MultiCollector(BackgroundCollection):
         return seed
 
     def reset(self) -> None:
-        """Start every worker's sub-envs from a fresh reset at their next batch."""
+        """Start every worker's sub-envs from a fresh reset at their next batch (and drop
+        the trajectories ``trajs_per_batch`` was assembling)."""
         self._idle_check()
+        if self._traj_assembly is not None:
+            self._traj_assembly.clear()
         for index in range(self.num_workers):
             self._request(index, "reset")
 

@@ -45,6 +45,7 @@ from rl_collectors._policy import (
     policy_state_dict,
     resolve_exploration_type,
 )
+from rl_collectors._trajs import TrajectoryBatching
 from rl_collectors.weight_sync import WeightSyncScheme, policy_scheme
 
 DeviceLike = torch.device | str | int | None
@@ -118,7 +119,7 @@ def _wrap_policy(
     return policy
 
 
-class Collector(BackgroundCollection):
+class Collector(TrajectoryBatching, BackgroundCollection):
     """Collect batches of transitions from one (possibly batched) env.
 
     Each iteration yields a TensorDict of shape ``[*env.batch_size, T]`` with
@@ -178,6 +179,12 @@ class Collector(BackgroundCollection):
         pre_collect_hook: called with no argument before each batch is collected.
         post_collect_hook: called with each batch as it is handed out (after ``postproc``);
             both hooks are plain attributes and may be set later.
+        trajs_per_batch: yield batches of this many whole trajectories instead of
+            ``frames_per_batch`` steps (the steps are still collected ``frames_per_batch`` at
+            a time; a trajectory spanning batches is joined), as TorchRL.
+        traj_format: with ``trajs_per_batch``: ``"padded"`` (default; ``[N, T_max]``, padded
+            steps repeat the last one and ``("collector", "mask")`` flags the real ones) or
+            ``"cat"`` (``[sum of lengths]``, trajectories one after the other).
         trust_policy: ``True`` calls the policy as given; otherwise an ``nn.Module`` whose
             ``forward`` takes observation tensors by name (``forward(self, observation)``) is
             wrapped in a ``TensorDictModule`` writing ``"action"`` (and ``"output<i>"`` for
@@ -234,6 +241,8 @@ class Collector(BackgroundCollection):
         cudagraph_policy: bool | dict[str, Any] | None = None,
         weight_sync_schemes: dict[str, WeightSyncScheme] | None = None,
         policy_factory: Callable[[], Callable[[TensorDictBase], TensorDictBase]] | None = None,
+        trajs_per_batch: int | None = None,
+        traj_format: str | None = None,
     ) -> None:
         if policy_factory is not None:
             if policy is not None:
@@ -274,6 +283,7 @@ class Collector(BackgroundCollection):
         self.exploration_type = resolve_exploration_type(exploration_type)
         self.return_same_td = return_same_td
         self.replay_buffer = replay_buffer
+        self._set_trajs_per_batch(trajs_per_batch, traj_format, split_trajs)
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
         self._use_buffers = True  # batches are always written into preallocated buffers
@@ -622,7 +632,7 @@ class Collector(BackgroundCollection):
         self._shared_buffer = shared_buffer
 
     # -- iteration --------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
+    def _batches(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         try:
             while True:
@@ -649,7 +659,7 @@ class Collector(BackgroundCollection):
                     split_trajs=self.split_trajs,
                     flatten=self.flatten,
                     postproc=self.postproc,
-                    replay_buffer=self.replay_buffer,
+                    replay_buffer=self._batch_replay_buffer,
                     extend_buffer=self.extend_buffer,
                     keep_traj_ids=self.track_traj_ids,
                 )
@@ -736,6 +746,8 @@ class Collector(BackgroundCollection):
         """
         self._root = None
         self._traj_counter = 0
+        if self._traj_assembly is not None:
+            self._traj_assembly.clear()
 
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

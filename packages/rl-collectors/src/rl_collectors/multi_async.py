@@ -103,7 +103,7 @@ class MultiAsyncCollector(MultiCollector):
             self._send(index, "collect", frames // self._env_numel)
             self._in_flight[index] = frames
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
+    def _batches(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         try:
             for index in range(self.num_workers):
@@ -131,7 +131,7 @@ class MultiAsyncCollector(MultiCollector):
                     split_trajs=self.split_trajs,
                     flatten=self.flatten,
                     postproc=self.postproc,
-                    replay_buffer=self.replay_buffer,
+                    replay_buffer=self._batch_replay_buffer,
                     extend_buffer=self.extend_buffer,
                     keep_traj_ids=self.track_traj_ids,
                 )

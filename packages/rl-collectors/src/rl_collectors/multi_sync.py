@@ -152,7 +152,7 @@ class MultiSyncCollector(MultiCollector):
         for key in pieces[0]:
             batch.set(key, torch.stack([piece[key] for piece in pieces], 0))
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
+    def _batches(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         preempt_after = (
             max(1, math.ceil(self.preemptive_threshold * self.num_workers))
@@ -201,7 +201,7 @@ class MultiSyncCollector(MultiCollector):
                     split_trajs=self.split_trajs,
                     flatten=self.flatten,
                     postproc=self.postproc,
-                    replay_buffer=self.replay_buffer,
+                    replay_buffer=self._batch_replay_buffer,
                     extend_buffer=self.extend_buffer,
                     keep_traj_ids=self.track_traj_ids,
                 )
