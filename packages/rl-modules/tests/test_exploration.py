@@ -179,3 +179,11 @@ def test_consistent_dropout_reuses_the_stored_mask():
     assert torch.equal(m(TensorDict(h=x.clone(), batch_size=[20_000]))["h"], x)
     with pytest.raises(ValueError, match=r"p must be in \[0, 1\)"):
         ConsistentDropoutModule(1.0, in_keys="h")
+
+
+def test_ou_noise_is_real_valued_for_integer_actions():
+    torch.manual_seed(0)
+    ou = OrnsteinUhlenbeckProcessModule(None, safe=False, sigma=1.0, dt=1.0)
+    td = ou(TensorDict(action=torch.zeros(3, 2, dtype=torch.int8), batch_size=[3]))
+    assert td["_ou_prev_noise"].dtype == torch.get_default_dtype()
+    torch.testing.assert_close(td["action"], td["_ou_prev_noise"])  # 0 + eps (1.0) * noise

@@ -120,7 +120,9 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
         prev = tensordict.get(self.noise_key, None)
         steps = tensordict.get(self.steps_key, None)
         is_init = tensordict.get(self.is_init_key, None)
-        x0 = torch.as_tensor(self.x0, dtype=action.dtype, device=action.device).expand_as(action)
+        # the noise process is real-valued even for integer actions (then projected into the spec)
+        dtype = action.dtype if action.is_floating_point() else torch.get_default_dtype()
+        x0 = torch.as_tensor(self.x0, dtype=dtype, device=action.device).expand_as(action)
         if prev is None or steps is None:
             prev, steps = (
                 x0.clone(),
@@ -132,9 +134,9 @@ class OrnsteinUhlenbeckProcessModule(TensorDictModuleBase):
             steps = torch.where(is_init.reshape(flag_shape), torch.zeros_like(steps), steps)
         frac = (steps.float() / max(self.n_steps_annealing, 1)).clamp(max=1.0)
         sigma = self.sigma + frac * (self.sigma_min - self.sigma)
-        sigma = sigma.reshape(*batch, *([1] * (action.ndim - len(batch)))).to(action.dtype)
+        sigma = sigma.reshape(*batch, *([1] * (action.ndim - len(batch)))).to(dtype)
         noise = ou_step(prev, self.theta, self.mu, sigma, self.dt)
-        action = action + self.eps.to(action) * noise
+        action = action + self.eps.to(noise) * noise
         if self.safe:
             spec = spec_of_key(self.spec, self.action_key, type(self).__name__)
             action = project_into(spec, action, type(self).__name__)
