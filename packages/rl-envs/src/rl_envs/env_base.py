@@ -588,6 +588,14 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                 spec[trunc_key] = spec[done_key].clone()
         return self
 
+    @classmethod
+    def register_gym(cls, id: str, **kwargs: Any) -> None:
+        """Registers an env with Gymnasium (TorchRL's name); see
+        :func:`rl_envs.libs.gym_export.register_gym` (``entry_point`` defaults to ``cls``)."""
+        from rl_envs.libs.gym_export import register_gym
+
+        register_gym(id, kwargs.pop("entry_point", cls), **kwargs)
+
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """The env's exact state, for bit-identical resumes (see the module docstring).
