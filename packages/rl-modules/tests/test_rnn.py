@@ -349,3 +349,11 @@ def test_recurrent_modules_take_tensors_as_keywords(cls):
     rnn = m.lstm if cls is LSTMModule else m.gru
     ref, _ = rnn(obs)
     torch.testing.assert_close(outs[0], ref)
+
+
+@pytest.mark.parametrize("cls", [LSTMModule, GRUModule])
+def test_a_string_for_in_keys_or_out_keys_is_a_type_error(cls):
+    with pytest.raises(TypeError, match="in_keys must be a list of keys"):
+        cls(input_size=3, hidden_size=4, in_keys="abc", out_key="y")
+    with pytest.raises(TypeError, match="out_keys must be a list of keys"):
+        cls(input_size=3, hidden_size=4, in_key="x", out_keys="abc")

@@ -224,6 +224,12 @@ class _RecurrentModule(TensorDictModuleBase):
             )
         self.reset_path = reset_path
         n_states = len(self._state_names)
+        for name, keys in (("in_keys", in_keys), ("out_keys", out_keys)):
+            if isinstance(keys, str):
+                raise TypeError(
+                    f"{who}: incompatible function arguments: {name} must be a list of keys "
+                    f"[data, states...], got the string {keys!r}; use {name[:-1]}= for one key."
+                )
         if (in_key is None) == (in_keys is None):
             raise ValueError(f"{who}: pass exactly one of in_key= or in_keys=.")
         if in_keys is None:
