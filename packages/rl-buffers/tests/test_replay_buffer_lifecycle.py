@@ -189,3 +189,12 @@ def test_drop_last_needs_a_buffer_batch_size():
     rb.extend(torch.arange(5))
     epoch = torch.cat([rb.sample(), rb.sample()])  # 2 full batches of 5 items, the 5th dropped
     assert epoch.unique().numel() == 4 and rb.sampler.ran_out
+
+
+def test_read_all_in_order_and_write_all_round_trip():
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+    rb.extend(TensorDict(obs=torch.arange(6), batch_size=[6]))
+    head = rb.read_all_in_order(end=3)
+    head["obs"] = head["obs"] + 10
+    rb.write_all(head)
+    assert rb.read_all_in_order()["obs"].tolist() == [10, 11, 12, 3, 4, 5]

@@ -52,6 +52,32 @@ class InPlaceWrites:
             self._futures.clear()
             self._storage.set(index, value)
 
+    def read_all_in_order(self, end: int | None = None) -> Any:
+        """The stored items in storage order, all or the first ``end`` (``rb[:end]``)."""
+        return self[:] if end is None else self[:end]
+
+    def write_all(self, data: Any, end: int | None = None) -> None:
+        """Overwrites the first ``end`` stored items (default: as many as ``data`` holds) with
+        ``data``, in storage order (``rb[:end] = data``): e.g. after computing value targets
+        over :meth:`read_all_in_order`'s result. The keys must be the stored ones.
+
+        Examples:
+            >>> import torch
+            >>> from rl_buffers import LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(4))
+            >>> _ = rb.extend(torch.zeros(3))
+            >>> rb.write_all(rb.read_all_in_order(end=2) + 1, end=2)
+            >>> rb[:].tolist()
+            [1.0, 1.0, 0.0]
+        """
+        if end is None:
+            end = (
+                data.shape[0]
+                if isinstance(data, torch.Tensor) or is_tensor_collection(data)
+                else len(data)
+            )
+        self[:end] = data
+
     def set_at_(self, key: Any, value: torch.Tensor, index: Any) -> None:
         """Overwrites entry ``key`` of the items at ``index``, in place (TensorDict storages)."""
         with self._lock:
