@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict.nn import TensorDictModule
 
 from rl_envs import Bounded, Categorical, Composite, EnvBase, Unbounded, step_mdp
 from rl_envs.utils import check_env_specs
@@ -525,6 +526,13 @@ class TdModule(torch.nn.Module):
 def test_module_reading_a_tensordict_is_called_with_it():
     r = CountEnv(limit=100.0).rollout(2, TdModule())
     assert r["action"].squeeze(-1).tolist() == [0.25, 0.25]
+
+
+def test_sequential_of_tensordict_modules_is_called_with_the_tensordict():
+    first = TensorDictModule(Halve(), in_keys=["observation"], out_keys=["action"])
+    double = TensorDictModule(lambda a: a * 2, in_keys=["action"], out_keys=["action"])
+    r = CountEnv(limit=100.0).rollout(2, torch.nn.Sequential(first, double))
+    assert r["action"].squeeze(-1).tolist() == [1.0, 1.0]
 
 
 class IgnoresAction(CountEnv):

@@ -788,6 +788,10 @@ def _is_tensor_policy(policy: Any) -> bool:
         return False
     if hasattr(policy, "in_keys") or hasattr(policy, "out_keys"):
         return False
+    if isinstance(policy, torch.nn.Sequential) and any(
+        isinstance(m, TensorDictModuleBase) for m in policy
+    ):  # a chain of TensorDict modules (e.g. actor then exploration) passes the TensorDict on
+        return False
     names = list(inspect.signature(policy.forward).parameters)
     return not (len(names) == 1 and names[0] in _TD_ARG_NAMES)
 
