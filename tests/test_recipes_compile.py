@@ -70,6 +70,8 @@ def test_compile_flag_compiles_the_update_and_trains(
     ckpt = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=False)
     # the checkpoint holds the eager module's names (a compiled run resumes without --compile)
     assert not any("_orig_mod" in key for key in ckpt["loss"])
+    if name == "ppo":  # and PPO's Adam step is the fused kernel
+        assert ckpt["optim"]["param_groups"][0]["fused"] is True
 
 
 @pytest.mark.slow
