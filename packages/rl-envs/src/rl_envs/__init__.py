@@ -7,6 +7,7 @@ from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
 from rl_envs.libs.gym import GymEnv, GymWrapper
+from rl_envs.libs.gym_export import register_gym
 from rl_envs.libs.marl import MarlGroupMapType, check_marl_grouping
 from rl_envs.libs.pettingzoo import PettingZooEnv, PettingZooWrapper
 from rl_envs.libs.vmas import VmasEnv, VmasWrapper
@@ -76,6 +77,7 @@ __all__ = [
     "check_env_specs",
     "consolidate_spec",
     "make_composite_from_td",
+    "register_gym",
     "step_mdp",
 ]
 

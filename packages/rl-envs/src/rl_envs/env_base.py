@@ -176,6 +176,10 @@ class EnvBase(EnvSpecs, torch.nn.Module):
     which sets it when its module is imported (``import rl_envs`` does), so that this
     module does not import ``transformed_env`` (which imports it: no cycle)."""
 
+    gym_registrar: Callable[..., None] | None = None
+    """:func:`rl_envs.libs.gym_export.register_gym`, set when that module is imported
+    (``import rl_envs`` does), so that this module does not import it (no cycle)."""
+
     rollout_backends: tuple[RolloutBackend, ...] = ()
     """The fast rollout loops of this env class, tried in order by ``rollout(backend=
     "auto")`` (see :mod:`rl_envs.rollout_backend`); none on ``EnvBase``."""
@@ -592,9 +596,10 @@ class EnvBase(EnvSpecs, torch.nn.Module):
     def register_gym(cls, id: str, **kwargs: Any) -> None:
         """Registers an env with Gymnasium (TorchRL's name); see
         :func:`rl_envs.libs.gym_export.register_gym` (``entry_point`` defaults to ``cls``)."""
-        from rl_envs.libs.gym_export import register_gym
-
-        register_gym(id, kwargs.pop("entry_point", cls), **kwargs)
+        registrar = EnvBase.gym_registrar
+        if registrar is None:  # pragma: no cover - rl_envs/__init__ imports gym_export
+            raise RuntimeError("EnvBase.register_gym(): import rl_envs first.")
+        registrar(id, kwargs.pop("entry_point", cls), **kwargs)
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs.env_base import EnvBase
 from rl_envs.libs._gym_spaces import gymnasium_module
 from rl_envs.specs import (
     Binary,
@@ -184,9 +185,10 @@ def register_gym(
         options = {k: make_kwargs.pop(k, v) for k, v in defaults.items()}
         env = entry_point(**make_kwargs)
         if options["transform"] is not None:
-            from rl_envs.transformed_env import TransformedEnv
-
-            env = TransformedEnv(env, options["transform"].clone())
+            env = env.append_transform(options["transform"].clone())
         return _gym_env_class()(env, options["info_keys"], options["to_numpy"])
 
     gymnasium_module().register(id=id, entry_point=make, kwargs=kwargs, disable_env_checker=True)
+
+
+EnvBase.gym_registrar = register_gym
