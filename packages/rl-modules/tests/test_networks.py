@@ -14,6 +14,7 @@ from rl_modules import (
     DuelingCnnDQNet,
     NoisyLinear,
     SquashDims,
+    reset_noise,
 )
 
 
@@ -147,3 +148,14 @@ def test_noisy_linear_noise_follows_the_exploration_type_by_default():
         torch.testing.assert_close(layer(x), noisy)
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         torch.testing.assert_close(layer(x), plain)
+
+
+def test_reset_noise_redraws_every_noisy_layer():
+    torch.manual_seed(0)
+    net = nn.Sequential(NoisyLinear(4, 8), nn.ReLU(), NoisyLinear(8, 2))
+    before = [m.weight_epsilon.clone() for m in (net[0], net[2])]
+    reset_noise(net)
+    for m, eps in zip((net[0], net[2]), before, strict=True):
+        assert (m.weight_epsilon != eps).any()
+        # factorised Gaussian noise: an outer product, so rank 1
+        assert torch.linalg.matrix_rank(m.weight_epsilon) == 1

@@ -88,6 +88,7 @@ from rl_modules.networks import (
     SquashDims,
     StackedParams,
     VDNMixer,
+    reset_noise,
 )
 from rl_modules.recurrent import (
     GRU,
@@ -194,6 +195,7 @@ __all__ = [
     "exploration_type",
     "gSDEModule",
     "recurrent_mode",
+    "reset_noise",
     "safeatanh",
     "safetanh",
     "set_exploration_type",

@@ -7,7 +7,7 @@ from rl_modules.networks.ensemble import Ensemble, StackedParams
 from rl_modules.networks.mixers import Mixer, QMixer, VDNMixer
 from rl_modules.networks.mlp import MLP
 from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP
-from rl_modules.networks.noisy import NoisyLazyLinear, NoisyLinear
+from rl_modules.networks.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
 
 __all__ = [
     "MLP",
@@ -27,4 +27,5 @@ __all__ = [
     "SquashDims",
     "StackedParams",
     "VDNMixer",
+    "reset_noise",
 ]

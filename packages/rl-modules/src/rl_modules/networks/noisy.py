@@ -194,3 +194,22 @@ class NoisyLazyLinear(LazyModuleMixin, NoisyLinear):
 
 
 NoisyLinear.lazy_version = NoisyLazyLinear
+
+
+def reset_noise(module: nn.Module) -> None:
+    """Draw new noise in every :class:`NoisyLinear` (any submodule with ``reset_noise``) of ``module``.
+
+    Examples:
+        >>> import torch
+        >>> net = torch.nn.Sequential(NoisyLinear(4, 8), torch.nn.ReLU(), NoisyLinear(8, 2))
+        >>> before = net[0].weight_epsilon.clone()
+        >>> reset_noise(net)
+        >>> bool((net[0].weight_epsilon != before).any())
+        True
+    """
+    for sub in module.modules():
+        if isinstance(sub, LazyModuleMixin) and sub.has_uninitialized_params():
+            continue  # sized (and its noise drawn) by its first call
+        draw = getattr(sub, "reset_noise", None)
+        if callable(draw):
+            draw()
