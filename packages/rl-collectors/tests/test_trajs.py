@@ -63,3 +63,21 @@ def test_replay_buffer_gets_whole_trajectories() -> None:
     for item in buffer.items:
         assert item.ndim == 1 and int(item["next", "done"].sum()) == 2
         assert bool(item["next", "done"][-1])
+
+
+@pytest.mark.parametrize(("trajs_per_write", "sizes"), [(None, {2, 3}), (1, {1})])
+def test_trajs_per_write_sets_the_trajectories_per_buffer_write(trajs_per_write, sizes) -> None:
+    class CountingBuffer:
+        def __init__(self) -> None:
+            self.trajs_per_extend: list[int] = []
+
+        def extend(self, td: object) -> None:
+            self.trajs_per_extend.append(int(td["next", "done"].sum()))
+
+    buffer = CountingBuffer()
+    env = ToyEnv((), min_len=3, span=1)  # 3-step episodes, 8-step batches: 2 or 3 finish each
+    collector = Collector(env, None, frames_per_batch=8, total_frames=48, trajs_per_batch=2,
+                          replay_buffer=buffer, trajs_per_write=trajs_per_write)  # fmt: skip
+    list(collector)
+    assert set(buffer.trajs_per_extend) == sizes
+    assert sum(buffer.trajs_per_extend) == 16

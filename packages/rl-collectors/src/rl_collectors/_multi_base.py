@@ -330,6 +330,7 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         policy_factory: Callable[[], Any] | Sequence[Callable[[], Any]] | None = None,
         trajs_per_batch: int | None = None,
         traj_format: str | None = None,
+        trajs_per_write: int | None = None,
     ) -> None:
         if sync is not None and bool(sync) is not self._synchronous:
             raise ValueError(
@@ -356,7 +357,7 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         self.split_trajs = split_trajs
         self.flatten = flatten
         self.replay_buffer = replay_buffer
-        self._set_trajs_per_batch(trajs_per_batch, traj_format, split_trajs)
+        self._set_trajs_per_batch(trajs_per_batch, traj_format, split_trajs, trajs_per_write)
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
         self._use_buffers = True  # batches are always written into preallocated buffers

@@ -85,11 +85,12 @@ class TrajectoryAssembly:
     def ready(self) -> bool:
         return len(self.complete) >= self.trajs_per_batch
 
-    def emit(self, traj_format: str | None = None) -> TensorDictBase:
-        """The next ``trajs_per_batch`` finished trajectories, in ``traj_format`` (default:
-        the assembly's)."""
-        trajs = self.complete[: self.trajs_per_batch]
-        del self.complete[: self.trajs_per_batch]
+    def emit(self, traj_format: str | None = None, count: int | None = None) -> TensorDictBase:
+        """The next ``count`` (default ``trajs_per_batch``) finished trajectories, in
+        ``traj_format`` (default: the assembly's)."""
+        count = self.trajs_per_batch if count is None else count
+        trajs = self.complete[:count]
+        del self.complete[:count]
         if (traj_format or self.traj_format) == "cat":
             return torch.cat(trajs, 0)
         longest = max(traj.shape[0] for traj in trajs)
@@ -119,17 +120,26 @@ def trajectory_batches(
     batches: Iterator[TensorDictBase | None],
     assembly: TrajectoryAssembly,
     replay_buffer: Any | None,
+    trajs_per_write: int | None = None,
 ) -> Iterator[TensorDictBase | None]:
-    """Feed ``batches`` to ``assembly`` and yield each batch of whole trajectories; with a
-    ``replay_buffer`` it gets them instead, as flat time steps one trajectory after the
-    other (TorchRL's layout, what a ``SliceSampler`` reads), and ``None`` is yielded."""
+    """Feed ``batches`` to ``assembly`` and yield each batch of whole trajectories.
+
+    With a ``replay_buffer``, the finished trajectories go there instead, as flat time
+    steps one trajectory after the other (TorchRL's layout, what a ``SliceSampler`` reads):
+    ``trajs_per_write`` at a time (default: all those finished), and ``None`` is yielded
+    after each collected batch that wrote some.
+    """
     for batch in batches:
         assembly.ingest(batch)
-        while assembly.ready():
-            if replay_buffer is None:
+        if replay_buffer is None:
+            while assembly.ready():
                 yield assembly.emit()
-                continue
-            replay_buffer.extend(assembly.emit("cat"))
+            continue
+        wrote = False
+        while assembly.complete and len(assembly.complete) >= (trajs_per_write or 1):
+            replay_buffer.extend(assembly.emit("cat", trajs_per_write or len(assembly.complete)))
+            wrote = True
+        if wrote:
             yield None
 
 
@@ -143,9 +153,19 @@ class TrajectoryBatching:
     replay_buffer: Any | None
 
     def _set_trajs_per_batch(
-        self, trajs_per_batch: int | None, traj_format: str | None, split_trajs: bool
+        self,
+        trajs_per_batch: int | None,
+        traj_format: str | None,
+        split_trajs: bool,
+        trajs_per_write: int | None = None,
     ) -> None:
         self.traj_format = check_traj_options(trajs_per_batch, traj_format)
+        if trajs_per_write is not None and (trajs_per_batch is None or trajs_per_write < 1):
+            raise ValueError(
+                "trajs_per_write (trajectories per replay-buffer write) needs trajs_per_batch "
+                f"and must be at least 1; got {trajs_per_write}."
+            )
+        self.trajs_per_write = trajs_per_write
         if trajs_per_batch is not None and split_trajs:
             raise ValueError("trajs_per_batch already yields whole trajectories; drop split_trajs.")
         self.trajs_per_batch = trajs_per_batch
@@ -163,4 +183,6 @@ class TrajectoryBatching:
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         if self._traj_assembly is None:
             return self._batches()
-        return trajectory_batches(self._batches(), self._traj_assembly, self.replay_buffer)
+        return trajectory_batches(
+            self._batches(), self._traj_assembly, self.replay_buffer, self.trajs_per_write
+        )

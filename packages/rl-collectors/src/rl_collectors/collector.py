@@ -184,7 +184,10 @@ class Collector(TrajectoryBatching, BackgroundCollection):
             a time; a trajectory spanning batches is joined), as TorchRL.
         traj_format: with ``trajs_per_batch``: ``"padded"`` (default; ``[N, T_max]``, padded
             steps repeat the last one and ``("collector", "mask")`` flags the real ones) or
-            ``"cat"`` (``[sum of lengths]``, trajectories one after the other).
+            ``"cat"`` (``[sum of lengths]``, trajectories one after the other). With a
+            ``replay_buffer``, trajectories are written there as flat time steps.
+        trajs_per_write: with ``trajs_per_batch`` and a ``replay_buffer``: trajectories per
+            ``extend`` call (default: all those finished after each collected batch).
         trust_policy: ``True`` calls the policy as given; otherwise an ``nn.Module`` whose
             ``forward`` takes observation tensors by name (``forward(self, observation)``) is
             wrapped in a ``TensorDictModule`` writing ``"action"`` (and ``"output<i>"`` for
@@ -243,6 +246,7 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         policy_factory: Callable[[], Callable[[TensorDictBase], TensorDictBase]] | None = None,
         trajs_per_batch: int | None = None,
         traj_format: str | None = None,
+        trajs_per_write: int | None = None,
     ) -> None:
         if policy_factory is not None:
             if policy is not None:
@@ -283,7 +287,7 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         self.exploration_type = resolve_exploration_type(exploration_type)
         self.return_same_td = return_same_td
         self.replay_buffer = replay_buffer
-        self._set_trajs_per_batch(trajs_per_batch, traj_format, split_trajs)
+        self._set_trajs_per_batch(trajs_per_batch, traj_format, split_trajs, trajs_per_write)
         self.extend_buffer = extend_buffer
         self.use_buffers = use_buffers
         self._use_buffers = True  # batches are always written into preallocated buffers
