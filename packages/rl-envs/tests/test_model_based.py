@@ -143,3 +143,16 @@ def test_model_based_env_is_batch_unlocked():
     batched = _Drift(wm, batch_size=[2])
     with pytest.raises(RuntimeError, match=r"shape==env\.batch_size"):
         batched.step(TensorDict(action=torch.ones(4, 1), batch_size=[4]))
+
+
+def test_model_based_env_flags_done_and_terminated_only():
+    wm = TensorDictModule(
+        lambda o, a: (o + a, o.sum(-1, True)), ["obs", "action"], ["obs", "reward"]
+    )
+    env = _Drift(wm, batch_size=[2])
+    assert set(env.done_keys) == {"done", "terminated"}  # TorchRL's model-based envs
+    env.observation_spec = Composite(obs=Unbounded((2, 1)), shape=[2])
+    env.action_spec = Unbounded((2, 1))
+    r = env.rollout(2)
+    assert "truncated" not in r["next"].keys()  # noqa: SIM118 (TensorDict has no __contains__)
+    assert r["next", "terminated"].shape == (2, 2, 1)

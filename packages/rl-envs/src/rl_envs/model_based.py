@@ -19,7 +19,7 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_envs.env_base import EnvBase
-from rl_envs.specs import Composite, Unbounded
+from rl_envs.specs import Categorical, Composite, Unbounded
 
 __all__ = ["DreamerEnv", "ModelBasedEnvBase"]
 
@@ -80,6 +80,10 @@ class ModelBasedEnvBase(EnvBase):
         # The world model runs on any batch: with an empty batch_size, step / reset take
         # inputs of any batch size (TorchRL's model-based envs are batch-unlocked).
         self._batch_locked = False
+        # TorchRL's model-based envs flag "done" and "terminated" only: imagined
+        # trajectories are not truncated by a time limit.
+        flag = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        self.done_spec = Composite(done=flag, terminated=flag.clone(), shape=self.batch_size)
 
     def set_specs_from_env(self, env: Any) -> None:
         """Copy the observation, action, reward, done and state specs of ``env``.
