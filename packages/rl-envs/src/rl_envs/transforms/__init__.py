@@ -1,6 +1,6 @@
 """Env transforms: one transform (or a tight family) per file, TorchRL names and semantics."""
 
-from rl_envs.transforms.action import ActionScaling, FlattenAction
+from rl_envs.transforms.action import FlattenAction
 from rl_envs.transforms.action_chunk import (
     ACTION_CHUNK_KEY,
     ACTION_IS_PAD_KEY,
@@ -8,6 +8,7 @@ from rl_envs.transforms.action_chunk import (
 )
 from rl_envs.transforms.action_discretizer import ActionDiscretizer
 from rl_envs.transforms.action_mask import ActionMask
+from rl_envs.transforms.action_scaling import ActionScaling
 from rl_envs.transforms.burn_in import BurnInTransform
 from rl_envs.transforms.cat_frames import CatFrames
 from rl_envs.transforms.cat_tensors import CatTensors
