@@ -2,6 +2,7 @@
 
 from rl_modules.networks.batchrenorm import BatchRenorm1d
 from rl_modules.networks.conv import Conv3dNet, ConvNet, SquashDims
+from rl_modules.networks.cross_group_critic import CrossCriticGroupSpec, CrossGroupCritic
 from rl_modules.networks.dqn import DdpgMlpActor, DdpgMlpQNet, DuelingCnnDQNet
 from rl_modules.networks.ensemble import Ensemble, StackedParams
 from rl_modules.networks.mixers import Mixer, QMixer, VDNMixer
@@ -14,6 +15,8 @@ __all__ = [
     "BatchRenorm1d",
     "Conv3dNet",
     "ConvNet",
+    "CrossCriticGroupSpec",
+    "CrossGroupCritic",
     "DdpgMlpActor",
     "DdpgMlpQNet",
     "DuelingCnnDQNet",
