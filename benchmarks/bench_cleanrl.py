@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--cleanrl-dir", default=os.environ.get("CLEANRL_DIR", ""))
     parser.add_argument("--cleanrl-python", default=os.environ.get("CLEANRL_PYTHON", "python"))
     parser.add_argument("--cleanrl-env", default="HalfCheetah-v4", help="id in CleanRL's venv")
-    parser.add_argument("--ppo-frames", type=int, nargs=2, default=[2048, 6144])
+    parser.add_argument("--ppo-frames", type=int, nargs=2, default=[2048, 12288])
     parser.add_argument("--sac-frames", type=int, nargs=2, default=[2000, 4000])
     parser.add_argument("--sac-learning-starts", type=int, default=1000)
     parser.add_argument("--compile", action="store_true", help="also time ours with --compile")
@@ -148,13 +148,15 @@ def main() -> None:
                     times[who][n].append(cpu_seconds(cmd, out, out / "log.txt"))
                     print(f"  {algo} {who}, {n} frames: {times[who][n][-1]:.1f} s", flush=True)
         n1, n2 = lengths
-        print(f"\n{algo.upper()} HalfCheetah, CPU s per 100k frames from runs of {n1} and {n2} "
-              f"frames ({args.repeats} alternating round(s)), extrapolated:")  # fmt: skip
+        print(f"\n{algo.upper()} HalfCheetah, CPU s per 100k frames: (run of {n2} frames - run of "
+              f"{n1}) / {n2 - n1} x 100k, {args.repeats} alternating round(s):")  # fmt: skip
         per_100k = {}
         for who in contenders:
-            t1, t2 = (min(times[who][n]) for n in lengths)
-            per_100k[who] = (t2 - t1) / (n2 - n1) * 100_000
-            print(f"  {who:16}{per_100k[who]:10.1f} s   (runs: {t1:.1f} s, {t2:.1f} s)")
+            pairs = zip(times[who][n1], times[who][n2], strict=True)
+            rounds = [(t2 - t1) / (n2 - n1) * 100_000 for t1, t2 in pairs]
+            per_100k[who] = sum(rounds) / len(rounds)
+            each = ", ".join(f"{r:.1f}" for r in rounds)
+            print(f"  {who:16}{per_100k[who]:10.1f} s   (mean of rounds: {each})")
         for who in contenders[1:]:
             print(f"  {who} / cleanrl: {per_100k[who] / per_100k['cleanrl']:.2f}x")
         if args.compile:
