@@ -106,3 +106,13 @@ def test_time_max_pool_outside_an_env_pools_over_calls():
         out = t._call(TensorDict(obs=frame, batch_size=[2]))["obs"]
         expected = torch.stack(frames[max(0, i - 2) : i + 1]).max(0).values
         torch.testing.assert_close(out, expected)
+
+
+def test_env_only_transforms_name_torchrls_forward_message():
+    import re
+
+    from rl_envs import FORWARD_NOT_IMPLEMENTED, ActionMask
+
+    t = ActionMask()
+    with pytest.raises(RuntimeError, match=re.escape(FORWARD_NOT_IMPLEMENTED.format(type(t)))):
+        t(TensorDict())

@@ -53,13 +53,14 @@ from rl_envs.transforms.target_return import TargetReturn
 from rl_envs.transforms.terminate import TerminateTransform
 from rl_envs.transforms.time_max_pool import TimeMaxPool
 from rl_envs.transforms.timer import Timer
-from rl_envs.transforms.transform import EnvSpecs, Transform
+from rl_envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, EnvSpecs, Transform
 from rl_envs.transforms.vecnorm import VecNorm
 from rl_envs.transforms.vecnorm_v2 import VecNormV2
 
 __all__ = [
     "ACTION_CHUNK_KEY",
     "ACTION_IS_PAD_KEY",
+    "FORWARD_NOT_IMPLEMENTED",
     "ActionChunkTransform",
     "ActionDiscretizer",
     "ActionMask",

@@ -7,7 +7,7 @@ from typing import Any
 from tensordict import TensorDictBase
 
 from rl_envs.transforms._utils import NestedKey, get_or_raise
-from rl_envs.transforms.transform import Transform
+from rl_envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, Transform
 
 
 class ActionMask(Transform):
@@ -63,5 +63,6 @@ class ActionMask(Transform):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
-            "ActionMask edits an env's action spec: use it in a TransformedEnv."
+            FORWARD_NOT_IMPLEMENTED.format(type(self))
+            + " ActionMask edits an env's action spec: use it in a TransformedEnv."
         )

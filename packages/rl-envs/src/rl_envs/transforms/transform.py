@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from rl_envs.transformed_env import TransformedEnv
 
 
+FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."
+"""The message (``.format(type(transform))``) of transforms that only work inside an env."""
+
+
 def _is_composite(spec: Any) -> bool:
     """Whether ``spec`` maps keys to specs (a Composite, duck-typed)."""
     return hasattr(spec, "keys") and hasattr(spec, "items")
