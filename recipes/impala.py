@@ -62,7 +62,9 @@ class Config(RunConfig):
     batches_per_update: int = 4
     """Worker batches stacked into one learner update."""
     lr: float = 1e-3
-    """RMSprop learning rate."""
+    """RMSprop learning rate (annealed linearly to 0 over the run when anneal_lr)."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly from lr to 0 at total_frames."""
     gamma: float = 0.99
     """Discount factor."""
     rho_thresh: float = 1.0
@@ -188,6 +190,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         total.backward()
         nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
         optim.step()
+        if cfg.anneal_lr:  # the rate of the next update; a resumed run reads it back from optim
+            for group in optim.param_groups:
+                group["lr"] = cfg.lr * max(1.0 - frames / cfg.total_frames, 0.0)
         collector.update_policy_weights_()
         logger.log(frames, loss=total.item(), policy_lag=lag.item(), **diagnostics)
         if frames >= next_eval:

@@ -7,6 +7,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "recipes"))
 
@@ -17,7 +19,7 @@ def test_impala_runs_and_logs_the_policy_lag_of_each_update(tmp_path: Path) -> N
     sys.modules["impala"] = impala  # dataclasses resolve field types through sys.modules
     spec.loader.exec_module(impala)
     summary = impala.main(["--smoke", "--total-frames", "1024", "--eval-every", "1024",
-                           "--output-dir", str(tmp_path)])  # fmt: skip
+                           "--anneal-lr", "--lr", "0.004", "--output-dir", str(tmp_path)])  # fmt: skip
     assert summary["frames"] == 1024
     with (tmp_path / "metrics.csv").open() as f:
         lags = [float(r["value"]) for r in csv.DictReader(f) if r["name"] == "policy_lag"]
@@ -25,3 +27,6 @@ def test_impala_runs_and_logs_the_policy_lag_of_each_update(tmp_path: Path) -> N
     assert len(lags) == 4
     # a batch is collected by weights at most as new as the learner's
     assert all(lag >= 0 for lag in lags)
+    # --anneal-lr: after the update at frame f the rate is lr * (1 - f / total): 0 at the end
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert state["optim"]["param_groups"][0]["lr"] == 0.0
