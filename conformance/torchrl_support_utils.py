@@ -1,6 +1,6 @@
 """``torchrl._utils`` for TorchRL's test helpers: the few private utilities they import.
 
-These are test-environment helpers (a logger, a seed chain, a version switch, a key rename), not behaviour of
+These are test-environment helpers (a logger, a seed chain, a version switch, key helpers), not behaviour of
 the ``rl_*`` packages. Written here from their documented purpose; anything else from
 ``torchrl._utils`` is absent and raises ``AttributeError`` (``ImportError`` on import).
 """
@@ -34,6 +34,11 @@ def prod(sequence) -> int:
 def seed_generator(seed: int) -> int:
     """Next seed of a deterministic chain (a 64-bit LCG step kept below 2**32)."""
     return (6364136223846793005 * int(seed) + 1442695040888963407) % (2**64) % (2**32 - 1)
+
+
+def _ends_with(key, ending: str) -> bool:
+    """Whether ``key`` (a string or a tuple of strings) is ``ending`` or ends with it."""
+    return (key[-1] if isinstance(key, tuple) else key) == ending
 
 
 def _replace_last(key, new_ending: str):
