@@ -47,3 +47,14 @@ def test_her_ratio_zero_keeps_goals():
     assert (s["desired_goal"] == -1).all() and not s["her_relabelled"].any()
     with pytest.raises(ValueError, match="her_ratio"):
         HERReplayBuffer(reward_fn, her_ratio=1.5, storage=LazyTensorStorage(20))
+
+
+def test_relabels_the_first_her_ratio_of_the_batch_and_names_missing_goals():
+    rb = HERReplayBuffer(reward_fn, her_ratio=0.75, strategy="final", storage=LazyTensorStorage(20))
+    rb.extend(_episodes())
+    assert rb.sample(8)["her_relabelled"].tolist() == [True] * 6 + [False] * 2
+    assert "final" in repr(rb) and "desired_goal" in repr(rb)
+    bad = HERReplayBuffer(reward_fn, goal_key="goal", storage=LazyTensorStorage(20))
+    bad.extend(_episodes())
+    with pytest.raises(KeyError, match="goal_key"):
+        bad.sample(4)

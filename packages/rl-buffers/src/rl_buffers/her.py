@@ -54,7 +54,8 @@ def choose_goal_steps(
 class HERReplayBuffer(TensorDictReplayBuffer):
     """Relabels a fraction of each sampled batch with goals achieved later on.
 
-    For ``her_ratio`` of the samples, ``goal_key`` (and ``("next", goal_key)``
+    For the first ``int(batch * her_ratio)`` samples (the batch is in random order, as
+    TorchRL), ``goal_key`` (and ``("next", goal_key)``
     if stored) is replaced by the achieved goal (``("next", achieved_goal_key)``
     when stored, else ``achieved_goal_key``) of a step chosen by ``strategy``
     in the same episode (episodes end where ``end_key`` is True, and at the
@@ -115,6 +116,11 @@ class HERReplayBuffer(TensorDictReplayBuffer):
         self.reward_key, self.end_key = as_tuple(reward_key), as_tuple(end_key)
         self._cache: tuple[int, Trajectories] | None = None
 
+    def __repr__(self) -> str:
+        return (f"HERReplayBuffer(strategy={self.strategy.value!r}, her_ratio={self.her_ratio}, "
+                f"goal_key={self.goal_key!r}, achieved_goal_key={self.achieved_goal_key!r}, "
+                f"storage={type(self._storage).__name__}(max_size={self._storage.max_size}), len={len(self)})")  # fmt: skip
+
     def _trajectories(self) -> Trajectories:
         count = self._storage.write_count
         if self._cache is None or self._cache[0] != count:
@@ -128,7 +134,7 @@ class HERReplayBuffer(TensorDictReplayBuffer):
     def _post_sample(self, data: Any, info: dict[str, Any], written: bool = False) -> Any:
         data = super()._post_sample(data, info, written)
         position = info["index"].cpu()
-        relabel = torch.rand(position.shape) < self.her_ratio
+        relabel = torch.arange(position.shape[0]) < int(position.shape[0] * self.her_ratio)
         data.set("her_relabelled", relabel.to(data.device or "cpu"))
         if not bool(relabel.any()):
             return data
@@ -143,7 +149,13 @@ class HERReplayBuffer(TensorDictReplayBuffer):
             data.device or "cpu"
         )
         dev_rows = rows.to(data.device or "cpu")
-        goal = data.get(self.goal_key).clone()
+        goal = data.get(self.goal_key, None)
+        if goal is None:
+            raise KeyError(
+                f"HERReplayBuffer: goal_key {self.goal_key!r} is not in the stored data; pass "
+                "goal_key= naming the entry that holds the desired goal."
+            )
+        goal = goal.clone()
         goal[dev_rows] = new_goal
         data.set(self.goal_key, goal)
         next_goal_key = ("next", *self.goal_key)
