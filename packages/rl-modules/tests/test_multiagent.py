@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from rl_modules import MLP, Ensemble, MultiAgentConvNet, MultiAgentMLP
+from rl_modules import MLP, Ensemble, MultiAgentConvNet, MultiAgentMLP, MultiAgentNetBase
 
 
 def _count(module: nn.Module) -> int:
@@ -197,3 +197,22 @@ def test_lazy_multiagent_convnet_sizes_itself_on_the_first_call(centralized):
     first_conv = net.params["layers", "0", "weight"]
     assert first_conv.shape == (2, 4, 3 * (2 if centralized else 1), 3, 3)
     assert not torch.allclose(first_conv[0], first_conv[1])
+
+
+@pytest.mark.parametrize("agent_dim", [1, -3])
+def test_custom_net_with_the_agent_dim_anywhere(agent_dim):
+    class PerAgent(MultiAgentNetBase):
+        def _build_single_net(self, *, device, **kwargs):
+            return nn.Linear(5, 2, device=device)
+
+    torch.manual_seed(0)
+    net = PerAgent(n_agents=3, centralized=False, share_params=False, agent_dim=agent_dim)
+    x = torch.randn(4, 3, 6, 5)  # agents on dim 1, a time dim after them
+    out = net(x)
+    assert out.shape == (4, 3, 6, 2)
+    for i in range(3):
+        torch.testing.assert_close(out[:, i], _agent_mlp(net, i)(x[:, i]))
+    with pytest.raises(ValueError, match="n_agents=3 entries on the agent dim"):
+        net(torch.randn(4, 2, 6, 5))
+    with pytest.raises(NotImplementedError, match="_centralise"):
+        PerAgent(n_agents=3, centralized=True, share_params=False, agent_dim=1)

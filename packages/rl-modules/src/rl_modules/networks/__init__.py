@@ -7,7 +7,7 @@ from rl_modules.networks.dqn import DdpgMlpActor, DdpgMlpQNet, DuelingCnnDQNet
 from rl_modules.networks.ensemble import Ensemble, StackedParams
 from rl_modules.networks.mixers import Mixer, QMixer, VDNMixer
 from rl_modules.networks.mlp import MLP
-from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP
+from rl_modules.networks.multiagent import MultiAgentConvNet, MultiAgentMLP, MultiAgentNetBase
 from rl_modules.networks.noisy import NoisyLazyLinear, NoisyLinear, reset_noise
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Mixer",
     "MultiAgentConvNet",
     "MultiAgentMLP",
+    "MultiAgentNetBase",
     "NoisyLazyLinear",
     "NoisyLinear",
     "QMixer",

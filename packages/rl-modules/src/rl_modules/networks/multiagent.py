@@ -23,10 +23,16 @@ class _MultiAgentNet(nn.Module):
     agent_event_dims: int  # number of trailing dims of one agent's input
 
     def __init__(
-        self, template: nn.Module, n_agents: int, centralized: bool, share_params: bool
+        self,
+        template: nn.Module,
+        n_agents: int,
+        centralized: bool,
+        share_params: bool,
+        agent_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.n_agents, self.centralized, self.share_params = n_agents, centralized, share_params
+        self._agent_dim_setting = agent_dim
         if share_params:
             self.net = template
         else:
@@ -34,8 +40,20 @@ class _MultiAgentNet(nn.Module):
 
     @property
     def agent_dim(self) -> int:
-        """The agent dim of the input, counted from the end (``-2`` for MLPs, ``-4`` for ConvNets)."""
+        """The agent dim of the input (default counted from the end: ``-2`` for MLPs, ``-4`` for ConvNets)."""
+        if self._agent_dim_setting is not None:
+            return self._agent_dim_setting
         return -(self.agent_event_dims + 1)
+
+    def _pre_forward_check(self, x: torch.Tensor) -> torch.Tensor:
+        """Validate (or adapt) the input; the default checks the agent dim's size."""
+        agent_dim = self.agent_dim
+        if not -x.ndim <= agent_dim < x.ndim or x.shape[agent_dim] != self.n_agents:
+            raise ValueError(
+                f"{type(self).__name__}: expected n_agents={self.n_agents} entries on the agent "
+                f"dim {agent_dim} of the input, got shape {tuple(x.shape)}."
+            )
+        return x
 
     @property
     def params(self) -> TensorDict:
@@ -67,12 +85,8 @@ class _MultiAgentNet(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        agent_dim = x.ndim - self.agent_event_dims - 1
-        if agent_dim < 0 or x.shape[agent_dim] != self.n_agents:
-            raise ValueError(
-                f"{type(self).__name__}: expected an input [*B, n_agents={self.n_agents}, "
-                f"<{self.agent_event_dims} agent dims>], got shape {tuple(x.shape)}."
-            )
+        x = self._pre_forward_check(x)
+        agent_dim = self.agent_dim % x.ndim
         if not self.centralized:
             if self.share_params:
                 return self.net(x)
@@ -82,6 +96,57 @@ class _MultiAgentNet(nn.Module):
             out = self.net(joint).unsqueeze(agent_dim)
             return out.expand(*out.shape[:agent_dim], self.n_agents, *out.shape[agent_dim + 1 :])
         return self.agent_nets.call(joint, in_dims=None, out_dim=agent_dim)
+
+
+class MultiAgentNetBase(_MultiAgentNet):
+    """Base of custom multi-agent networks: define ``_build_single_net`` (one agent's net).
+
+    The net is shared by all agents (``share_params=True``) or copied per agent
+    with independent parameters, run in one ``torch.vmap`` call over the agent
+    dim (``agent_dim``, any position). Override ``_pre_forward_check(x)`` to
+    validate inputs. Centralised nets also need ``_centralise(x)`` (the joint
+    input every agent's net sees).
+
+    Args:
+        n_agents: number of agents.
+        centralized: whether each net sees every agent's input (needs ``_centralise``).
+        share_params: one net for all agents, or one per agent.
+        agent_dim: the agent dim of the input.
+        device: passed to ``_build_single_net``.
+        **kwargs: passed to ``_build_single_net``.
+
+    Examples:
+        >>> import torch
+        >>> class PerAgent(MultiAgentNetBase):
+        ...     def _build_single_net(self, *, device, **kwargs):
+        ...         return torch.nn.Linear(5, 2, device=device)
+        >>> net = PerAgent(n_agents=3, centralized=False, share_params=False, agent_dim=1)
+        >>> net(torch.zeros(4, 3, 6, 5)).shape
+        torch.Size([4, 3, 6, 2])
+    """
+
+    def __init__(
+        self,
+        *,
+        n_agents: int,
+        centralized: bool,
+        share_params: bool,
+        agent_dim: int,
+        device: torch.device | str | None = None,
+        **kwargs: object,
+    ) -> None:
+        if centralized and type(self)._centralise is _MultiAgentNet._centralise:
+            raise NotImplementedError(
+                f"{type(self).__name__}: centralized=True needs a _centralise(x) method giving "
+                "the joint input every agent's net sees."
+            )
+        template = self._build_single_net(device=device, **kwargs)
+        super().__init__(template, n_agents, centralized, share_params, agent_dim=agent_dim)
+
+    def _build_single_net(
+        self, *, device: torch.device | str | None, **kwargs: object
+    ) -> nn.Module:
+        raise NotImplementedError(f"{type(self).__name__} must define _build_single_net().")
 
 
 class MultiAgentMLP(_MultiAgentNet):
