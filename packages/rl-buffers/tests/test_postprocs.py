@@ -1,4 +1,4 @@
-"""MultiStep against a plain Python loop over each step's look-ahead window."""
+"""MultiStep and DensifyReward against plain Python loops over each step's look-ahead window."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_buffers import MultiStep
+from rl_buffers import DensifyReward, MultiStep
 
 
 def _batch(done_at: list[list[int]], T: int) -> TensorDict:
@@ -77,3 +77,24 @@ def test_collector_mask_clears_nonterminal_and_bad_input_is_explained() -> None:
         MultiStep(1.5, 2)
     with pytest.raises(KeyError, match="done"):
         MultiStep(0.99, 2)(TensorDict({"next": {"reward": torch.zeros(3, 1)}}, [3]))
+
+
+@pytest.mark.parametrize("discount", [1.0, 0.9])
+def test_densify_reward_matches_a_step_by_step_reference(discount):
+    gen = torch.Generator().manual_seed(0)
+    reward = torch.randn(3, 12, 1, generator=gen)
+    done = torch.rand(3, 12, 1, generator=gen) < 0.25
+    td = TensorDict({("next", "reward"): reward.clone(), ("next", "done"): done}, [3, 12])
+    out = DensifyReward(discount=discount, reward_key_out="dense")(td)
+    expected = torch.zeros_like(reward)
+    for b in range(3):
+        for t in range(12):
+            total, scale = 0.0, 1.0
+            for u in range(t, 12):
+                total += scale * float(reward[b, u])
+                scale *= discount
+                if done[b, u]:
+                    break
+            expected[b, t] = total
+    assert out is td and torch.equal(td["next", "reward"], reward)
+    torch.testing.assert_close(td["next", "dense"], expected)

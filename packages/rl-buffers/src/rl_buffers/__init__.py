@@ -17,7 +17,7 @@ from rl_buffers.datasets import (
 )
 from rl_buffers.ensemble import ReplayBufferEnsemble
 from rl_buffers.her import HERReplayBuffer, HindsightStrategy
-from rl_buffers.postprocs import MultiStep
+from rl_buffers.postprocs import DensifyReward, MultiStep
 from rl_buffers.remote import RemoteTensorDictReplayBuffer
 from rl_buffers.replay_buffer import ReplayBuffer
 from rl_buffers.sample_units import SampleUnit, Sequence, Transition
@@ -74,6 +74,7 @@ __all__ = [
     "D4RLExperienceReplay",
     "DatasetFormatError",
     "DatasetReplayBuffer",
+    "DensifyReward",
     "FlatStorageCheckpointer",
     "H5StorageCheckpointer",
     "HERReplayBuffer",

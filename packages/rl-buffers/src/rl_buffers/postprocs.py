@@ -1,4 +1,4 @@
-"""Batch post-processing for collectors: n-step returns (TorchRL's ``torchrl.data.postprocs``)."""
+"""Batch post-processing for collectors: n-step returns and dense rewards (TorchRL's ``torchrl.data.postprocs``)."""
 
 from __future__ import annotations
 
@@ -126,3 +126,55 @@ class MultiStep(nn.Module):
             shifted = padded.narrow(time_dim, j, T)
             total = total + torch.where(k >= j, shifted * self.gamma**j, torch.zeros_like(shifted))
         return total
+
+
+class DensifyReward(nn.Module):
+    """Gives every step of a trajectory its reward-to-go, for sparse rewards paid at ``done``.
+
+    ``("next", reward_key_out)[t] = sum_{j >= 0} discount^j r_{t+j}``, the sum stopping at
+    the first done step from ``t`` on (or at the batch's end): each step of an episode that
+    pays only at its end gets that final reward. Time runs along ``time_dim`` of the batch
+    (default: the last batch dim). Intermediate rewards are summed too. The TensorDict is
+    updated in place and returned.
+
+    Args:
+        reward_key: the reward entry under ``"next"``. Default: ``"reward"``.
+        done_key: the done entry under ``"next"``. Default: ``"done"``.
+        reward_key_out: where the result goes under ``"next"`` (default: ``reward_key``).
+        time_dim: the batch dim along which time runs. Default: ``-1``.
+        discount: the per-step discount. Default: ``1.0``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({("next", "reward"): torch.tensor([[0.0], [2.0], [0.0], [5.0]]),
+        ...                  ("next", "done"): torch.tensor([[False], [True], [False], [False]])}, [4])
+        >>> DensifyReward()(td)["next", "reward"].squeeze(-1).tolist()
+        [2.0, 2.0, 5.0, 5.0]
+    """
+
+    def __init__(
+        self,
+        reward_key: NestedKey = "reward",
+        done_key: NestedKey = "done",
+        reward_key_out: NestedKey | None = None,
+        time_dim: int = -1,
+        discount: float = 1.0,
+    ) -> None:
+        super().__init__()
+        as_next = lambda key: ("next", *((key,) if isinstance(key, str) else key))  # noqa: E731
+        self.reward_key, self.done_key = as_next(reward_key), as_next(done_key)
+        self.reward_key_out = as_next(reward_key_out if reward_key_out is not None else reward_key)
+        self.time_dim = time_dim
+        self.discount = discount
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        reward, done = tensordict.get(self.reward_key), tensordict.get(self.done_key)
+        dim = self.time_dim % tensordict.batch_dims
+        reward_t, done_t = reward.movedim(dim, 0), done.movedim(dim, 0).to(reward.dtype)
+        to_go = torch.empty_like(reward_t)
+        running = torch.zeros_like(reward_t[0])
+        for t in range(reward_t.shape[0] - 1, -1, -1):
+            running = reward_t[t] + self.discount * running * (1 - done_t[t])
+            to_go[t] = running
+        tensordict.set(self.reward_key_out, to_go.movedim(0, dim))
+        return tensordict
