@@ -53,6 +53,7 @@ from rl_envs.transforms.target_return import TargetReturn
 from rl_envs.transforms.terminate import TerminateTransform
 from rl_envs.transforms.time_max_pool import TimeMaxPool
 from rl_envs.transforms.timer import Timer
+from rl_envs.transforms.traj_counter import TrajCounter
 from rl_envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, EnvSpecs, Transform
 from rl_envs.transforms.vecnorm import VecNorm
 from rl_envs.transforms.vecnorm_v2 import VecNormV2
@@ -114,6 +115,7 @@ __all__ = [
     "TimeMaxPool",
     "Timer",
     "ToTensorImage",
+    "TrajCounter",
     "Transform",
     "UnsqueezeTransform",
     "VecNorm",

@@ -27,13 +27,22 @@ def as_key_list(keys: NestedKey | Sequence[NestedKey] | None) -> list[NestedKey]
     return [_unravel(k) for k in keys]
 
 
+def _flat(key: tuple) -> tuple[str, ...]:
+    out: list[str] = []
+    for part in key:
+        if isinstance(part, tuple):
+            out.extend(_flat(part))
+        elif isinstance(part, str):
+            out.append(part)
+        else:
+            raise TypeError(f"a nested key must be a tuple of strings, got {key!r}")
+    return tuple(out)
+
+
 def _unravel(key: NestedKey) -> NestedKey:
     if isinstance(key, tuple):
-        if len(key) == 1:
-            return key[0]
-        if not all(isinstance(k, str) for k in key):
-            raise TypeError(f"a nested key must be a tuple of strings, got {key!r}")
-        return key
+        key = _flat(key)  # ("a", ("b",)) is ("a", "b"), as tensordict's unravel_key
+        return key[0] if len(key) == 1 else key
     if not isinstance(key, str):
         raise TypeError(f"a key must be a string or a tuple of strings, got {key!r}")
     return key
