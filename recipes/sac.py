@@ -3,10 +3,12 @@ targets, a tanh-Gaussian actor and a learned temperature.
 
 Defaults follow TorchRL's and CleanRL's MuJoCo settings (256x256 ReLU networks, Adam 3e-4,
 batch 256, tau 0.005, one gradient step per frame), with 5k random frames before learning.
+``--env`` also takes a native env as ``module:Class``; the third line below is the setting
+that learns ``SatelliteEnv`` (docs/results.md).
 
     uv run recipes/sac.py                        # HalfCheetah-v5, 300k frames
     uv run recipes/sac.py --env Hopper-v5 --total-frames 1000000
-    uv run recipes/sac.py --env rl_envs:SatelliteEnv --obs-norm   # a native env, "module:Class"
+    uv run recipes/sac.py --env rl_envs:SatelliteEnv --obs-norm --frame-skip 4 --hidden 64
     uv run recipes/sac.py --smoke                # a few seconds, end to end
     uv run recipes/sac.py --compile              # torch.compile the update's loss
     uv run recipes/sac.py --resume runs/sac/checkpoint.pt
