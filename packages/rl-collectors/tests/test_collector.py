@@ -98,6 +98,9 @@ def test_max_frames_per_traj_truncates_and_resets() -> None:
     assert trunc[:, 3::4].all() and trunc.sum() == 20 // 4 * 2
     assert (got["next", "done"] == got["next", "truncated"]).all()
     assert got["observation"][..., 0].max() == 3  # steps 0..3 within each trajectory
+    # TorchRL's StepCounter entries: steps so far in the trajectory, before and after.
+    assert torch.equal(got["step_count"].squeeze(-1), got["observation"][..., 0].long())
+    assert torch.equal(got["next", "step_count"], got["step_count"] + 1)
 
 
 class _NoTruncatedFlagEnv(ToyEnv):

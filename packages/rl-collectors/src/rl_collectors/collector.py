@@ -422,7 +422,9 @@ class Collector(TrajectoryBatching, BackgroundCollection):
     def _cut_long_trajectories(
         self, transition: TensorDictBase, next_root: TensorDictBase
     ) -> TensorDictBase:
-        """Truncate the sub-envs that reached ``max_frames_per_traj`` and reset them."""
+        """Write ``"step_count"`` (steps so far in the trajectory, at the root and in
+        ``"next"``, as TorchRL's ``StepCounter``), then truncate the sub-envs that reached
+        ``max_frames_per_traj`` and reset them."""
         done = transition.get(("next", DONE_KEY), None)
         if done is None:
             raise ValueError(
@@ -431,10 +433,13 @@ class Collector(TrajectoryBatching, BackgroundCollection):
                 "StepCounter(max_steps) to the env instead."
             )
         done = done.reshape(-1).cpu()
+        nxt = transition.get("next")
+        shape = (*self.batch_size, 1)
+        transition.set("step_count", self._step_count.reshape(shape).to(done.device, copy=True))
         self._step_count += 1
+        nxt.set("step_count", self._step_count.reshape(shape).to(done.device, copy=True))
         self._step_count[done] = 0
         cut = self._step_count >= self.max_frames_per_traj
-        nxt = transition.get("next")
         truncated = nxt.get(TRUNCATED_KEY, None)
         if truncated is None:
             # An env without a truncated flag gets one (every step, so batches keep one
