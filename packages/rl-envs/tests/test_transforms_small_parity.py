@@ -116,3 +116,10 @@ def test_env_only_transforms_name_torchrls_forward_message():
     t = ActionMask()
     with pytest.raises(RuntimeError, match=re.escape(FORWARD_NOT_IMPLEMENTED.format(type(t)))):
         t(TensorDict())
+
+
+def test_clip_without_bounds_uses_torchrls_message():
+    from rl_envs import ClipTransform
+
+    with pytest.raises(TypeError, match="Either one or both of `high` and `low` must be provided"):
+        ClipTransform(in_keys=["obs"])

@@ -62,7 +62,9 @@ class ClipTransform(Transform):
         high: Any = None,
     ) -> None:
         if low is None and high is None:
-            raise TypeError("ClipTransform: either one or both of `high` and `low` must be given.")
+            raise TypeError(
+                "ClipTransform: Either one or both of `high` and `low` must be provided."
+            )
         low_t, high_t = _scalar("low", low), _scalar("high", high)
         if low_t is not None and high_t is not None and bool(low_t >= high_t):
             raise ValueError(
