@@ -123,3 +123,5 @@ def test_clip_without_bounds_uses_torchrls_message():
 
     with pytest.raises(TypeError, match="Either one or both of `high` and `low` must be provided"):
         ClipTransform(in_keys=["obs"])
+    with pytest.raises(TypeError, match="low and high must be scalars or None"):
+        ClipTransform(in_keys=["obs"], low=torch.zeros(2))

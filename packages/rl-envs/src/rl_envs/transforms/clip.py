@@ -18,7 +18,10 @@ def _scalar(name: str, val: Any) -> torch.Tensor | None:
     if (isinstance(val, torch.Tensor) and val.numel() > 1) or (
         isinstance(val, np.ndarray) and val.size > 1
     ):
-        raise TypeError(f"ClipTransform: {name} must be a scalar or None, got {val!r}.")
+        raise TypeError(
+            f"ClipTransform: low and high must be scalars or None ({name} is {val!r}); clip "
+            "per element with a different transform."
+        )
     t = torch.as_tensor(val)
     return t if t.dtype.is_floating_point else t.to(torch.get_default_dtype())
 
