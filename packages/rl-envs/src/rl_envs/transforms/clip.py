@@ -19,8 +19,8 @@ def _scalar(name: str, val: Any) -> torch.Tensor | None:
         isinstance(val, np.ndarray) and val.size > 1
     ):
         raise TypeError(
-            f"ClipTransform: low and high must be scalars or None ({name} is {val!r}); clip "
-            "per element with a different transform."
+            f"ClipTransform: low and high must be scalars or None ({name} is {val!r}): pass "
+            "one float bound for every element."
         )
     t = torch.as_tensor(val)
     return t if t.dtype.is_floating_point else t.to(torch.get_default_dtype())
