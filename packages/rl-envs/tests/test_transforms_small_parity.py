@@ -125,3 +125,12 @@ def test_clip_without_bounds_uses_torchrls_message():
         ClipTransform(in_keys=["obs"])
     with pytest.raises(TypeError, match="low and high must be scalars or None"):
         ClipTransform(in_keys=["obs"], low=torch.zeros(2))
+
+
+def test_reward_sum_refuses_reset_keys_that_do_not_pair_with_in_keys():
+    from rl_envs import RewardSum
+
+    t = RewardSum(in_keys=["r1", "r2"], reset_keys=["_reset"])
+    td = TensorDict({"_reset": torch.zeros(3, dtype=torch.bool)})
+    with pytest.raises(ValueError, match="Could not match the env reset_keys"):
+        t._reset(td, td.empty())

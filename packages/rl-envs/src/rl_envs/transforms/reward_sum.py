@@ -63,6 +63,11 @@ class RewardSum(Transform):
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
+        if self.reset_keys and len(self.reset_keys) != len(self.in_keys):
+            raise ValueError(
+                f"Could not match the env reset_keys {self.reset_keys} with the in_keys "
+                f"{self.in_keys}: give one reset key per reward key, or none."
+            )
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             shape = self._shapes.get(in_key, torch.Size((*tensordict_reset.batch_size, 1)))
             zeros = torch.zeros(shape, device=tensordict_reset.device)
