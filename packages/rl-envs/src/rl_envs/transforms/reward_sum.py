@@ -28,8 +28,8 @@ class RewardSum(Transform):
             ``["reward"]`` outside an env).
         out_keys: where the sums go (default ``"episode_reward"`` for ``"reward"`` and
             ``(*prefix, "episode_<name>")`` for a nested ``(*prefix, name)``).
-        reset_keys: unused here (single-agent envs reset with ``"_reset"``); kept for
-            TorchRL signature parity.
+        reset_keys: one per in_key when given (checked at reset); partial resets read
+            ``"_reset"`` here, so they are otherwise unused (TorchRL signature parity).
         reward_spec: put the sum in the reward spec instead of the observation spec.
 
     Example:
