@@ -34,6 +34,7 @@ from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.permute import PermuteTransform
 from rl_envs.transforms.pin_memory import PinMemoryTransform
 from rl_envs.transforms.primer import TensorDictPrimer
+from rl_envs.transforms.random_crop import RandomCropTensorDict
 from rl_envs.transforms.random_truncation import RandomTruncationTransform
 from rl_envs.transforms.remove_empty_specs import RemoveEmptySpecs
 from rl_envs.transforms.reward2go import Reward2GoTransform
@@ -95,6 +96,7 @@ __all__ = [
     "ObservationNorm",
     "PermuteTransform",
     "PinMemoryTransform",
+    "RandomCropTensorDict",
     "RandomTruncationTransform",
     "RemoveEmptySpecs",
     "RenameTransform",
