@@ -76,7 +76,7 @@ class Config(RunConfig):
     frame_skip: int = 1
     """Env steps each action is held for (rewards summed); frames count the agent's steps."""
     compile: bool = False
-    """torch.compile the loss of each update (forward and backward); on CPU it is no faster."""
+    """torch.compile the loss of each update (forward and backward); on CPU it is slower."""
     output_dir: str = "runs/sac"
 
     SMOKE: ClassVar[dict[str, object]] = {
