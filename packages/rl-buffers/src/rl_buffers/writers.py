@@ -13,7 +13,21 @@ from rl_buffers.storages import _generations as generations
 from rl_buffers.storages.base import Storage
 
 
-class RoundRobinWriter:
+class FolderState:
+    """``dumps`` / ``loads`` of a writer's ``state_dict`` as ``writer.pt`` in a directory."""
+
+    def dumps(self, path: str | Path) -> None:
+        """Saves :meth:`state_dict` into directory ``path`` (created if missing)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "writer.pt")
+
+    def loads(self, path: str | Path) -> None:
+        """Restores what :meth:`dumps` saved at ``path``."""
+        self.load_state_dict(torch.load(Path(path) / "writer.pt", weights_only=True))
+
+
+class RoundRobinWriter(FolderState):
     """Writes at a cursor that wraps around: the oldest items are overwritten first.
 
     Args:
@@ -128,16 +142,6 @@ class RoundRobinWriter:
         if state.get("_generation") is not None:
             self._generation = state["_generation"]
 
-    def dumps(self, path: str | Path) -> None:
-        """Saves the cursor, the write count and the generations into directory ``path``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state_dict(), path / "writer.pt")
-
-    def loads(self, path: str | Path) -> None:
-        """Restores what :meth:`dumps` saved at ``path``."""
-        self.load_state_dict(torch.load(Path(path) / "writer.pt", weights_only=True))
-
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
     """A :class:`RoundRobinWriter` for TensorDicts that also writes ``"index"`` into the data.
@@ -172,7 +176,7 @@ def _set_index(data: Any, positions: torch.Tensor, storage: Storage) -> None:
 _REDUCTIONS = ("sum", "max", "min", "mean", "median")
 
 
-class TensorDictMaxValueWriter:
+class TensorDictMaxValueWriter(FolderState):
     """Keeps the ``max_size`` items of highest rank (e.g. the best episodes).
 
     The rank of an item is ``data[rank_key]`` reduced over its non-batch dims.
@@ -301,16 +305,6 @@ class TensorDictMaxValueWriter:
     def load_state_dict(self, state: dict) -> None:
         self._ranks = state["ranks"].clone()
         self._write_count = int(state.get("write_count", 0))
-
-    def dumps(self, path: str | Path) -> None:
-        """Saves the ranks and the write count into directory ``path``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state_dict(), path / "writer.pt")
-
-    def loads(self, path: str | Path) -> None:
-        """Restores what :meth:`dumps` saved at ``path``."""
-        self.load_state_dict(torch.load(Path(path) / "writer.pt", weights_only=True))
 
 
 class ImmutableDatasetWriter:
