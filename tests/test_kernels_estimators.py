@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -25,7 +24,6 @@ import rl_objectives.value.functional as objective_scans
 # The Triton kernels run here on CPU tensors only through Triton's interpreter
 # (``TRITON_INTERPRET=1 pytest tests/test_kernels_estimators.py``); rl-kernels' own
 # tests always run them that way.
-ROOT = Path(__file__).resolve().parent.parent
 
 BACKENDS = [
     "torch",
@@ -194,13 +192,8 @@ def test_ppo_loss_runs_on_kernel_advantages():
 
 
 def _load_recipe(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    """The recipe ``recipes/<name>.py`` as a module (tests/conftest.py puts recipes/ on sys.path)."""
+    return importlib.import_module(name)
 
 
 def _losses(run: Path) -> list[float]:

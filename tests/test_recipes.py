@@ -11,9 +11,8 @@ continuous off-policy recipe, plus the files every run leaves behind.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -25,13 +24,8 @@ RECIPES = sorted(p.stem for p in (ROOT / "recipes").glob("*.py") if not p.stem.s
 
 
 def load_recipe(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    """The recipe ``recipes/<name>.py`` as a module (tests/conftest.py puts recipes/ on sys.path)."""
+    return importlib.import_module(name)
 
 
 @pytest.mark.parametrize("name", RECIPES)

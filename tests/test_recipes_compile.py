@@ -8,7 +8,7 @@ of C++ compilation on CPU: deselect with ``-m "not slow"``).
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 import sys
 from pathlib import Path
@@ -32,13 +32,8 @@ COMPILED = {"ppo": ["ProbabilisticActor", "ClipPPOLoss"], "sac": ["SACLoss"]}
 
 
 def load_recipe(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    """The recipe ``recipes/<name>.py`` as a module (tests/conftest.py puts recipes/ on sys.path)."""
+    return importlib.import_module(name)
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ One tiny make_dataset run (Pendulum, --smoke) is shared by the module.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,18 +19,12 @@ from tensordict import TensorDict
 pytest.importorskip("h5py")
 pytest.importorskip("minari")
 
-ROOT = Path(__file__).resolve().parent.parent
 OFFLINE = ("iql", "cql", "td3_bc", "bc")
 
 
 def load_recipe(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    """The recipe ``recipes/<name>.py`` as a module (tests/conftest.py puts recipes/ on sys.path)."""
+    return importlib.import_module(name)
 
 
 @pytest.fixture(scope="module")

@@ -4,25 +4,17 @@ discriminator included); GAIL's learner is paid by the discriminator, not by the
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def load_recipe(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    """The recipe ``recipes/<name>.py`` as a module (tests/conftest.py puts recipes/ on sys.path)."""
+    return importlib.import_module(name)
 
 
 ARGS = ["--smoke", "--env", "Pendulum-v1", "--frames-per-batch", "100",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,17 +12,10 @@ import torch
 
 pytest.importorskip("mujoco")
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def load_recipe(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve field types through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    """The recipe ``recipes/<name>.py`` as a module (tests/conftest.py puts recipes/ on sys.path)."""
+    return importlib.import_module(name)
 
 
 def test_env_flag_builds_a_native_class_or_a_gymnasium_id() -> None:
