@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -236,3 +237,11 @@ class WorkerOnlyScalePolicyFactory:
         if multiprocessing.parent_process() is None:
             raise AssertionError("the policy factory was called in the main process")
         return ScalePolicy(self.init)
+
+
+def as_python_list(value: Any) -> Any:
+    """A collected non-tensor entry as nested Python lists (tensordict 0.14 returns its own
+    list type, 0.15 a ``NonTensorStack``)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return [as_python_list(v) if isinstance(v, list) else v for v in value]

@@ -584,9 +584,10 @@ def test_max_frames_per_traj_refuses_an_env_that_counts_steps() -> None:
 
 
 def test_non_tensor_entries_are_collected() -> None:
-    from rl_collectors_toy_env import LabelledToyEnv
+    from rl_collectors_toy_env import LabelledToyEnv, as_python_list
 
     batch = Collector(LabelledToyEnv(), None, frames_per_batch=6).next()
     steps = batch["observation"][:, 0].long().tolist()  # step within the episode
-    assert batch["label"].tolist() == ["reset" if n == 0 else f"step {n}" for n in steps]
-    assert batch["next", "label"].tolist() == [f"step {n + 1}" for n in steps]
+    labels = as_python_list(batch["label"])
+    assert labels == ["reset" if n == 0 else f"step {n}" for n in steps]
+    assert as_python_list(batch["next", "label"]) == [f"step {n + 1}" for n in steps]

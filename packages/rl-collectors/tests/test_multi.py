@@ -13,6 +13,7 @@ from rl_collectors_toy_env import (
     ScalePolicy,
     SeededToyEnv,
     WorkerOnlyScalePolicyFactory,
+    as_python_list,
     make_labelled_toy_env,
     make_toy_env,
     make_toy_env_with_a_child_process,
@@ -518,8 +519,6 @@ def test_non_tensor_entries_cross_the_process_boundary(cls) -> None:
     with cls([make_labelled_toy_env] * 2, None, frames_per_batch=8, total_frames=8) as c:
         batch = c.next()
     steps = batch["observation"][..., 0].long().reshape(-1).tolist()
-    labels = batch["next", "label"]
-    flat = (
-        [label for row in labels.tolist() for label in row] if batch.ndim == 2 else labels.tolist()
-    )
+    labels = as_python_list(batch["next", "label"])
+    flat = [label for row in labels for label in row] if batch.ndim == 2 else labels
     assert flat == [f"step {n + 1}" for n in steps]

@@ -44,8 +44,16 @@ def _keep_nested_batch_dims(data: TensorDictBase, template: TensorDictBase, step
 
 
 def non_tensor_leaves(td: TensorDictBase) -> list[NestedKey]:
-    """The nested keys of the non-tensor leaves (strings, objects) of ``td``."""
-    return [key for key, value in td.items(include_nested=True) if is_non_tensor(value)]
+    """The nested keys of the non-tensor leaves (strings, objects) of ``td`` shaped like ``td``.
+
+    Leaves with dims of their own (a chat history's messages inside a tensorclass) can be
+    ragged from step to step; they are not collected.
+    """
+    return [
+        key
+        for key, value in td.items(include_nested=True)
+        if is_non_tensor(value) and value.batch_size == td.batch_size
+    ]
 
 
 class StepBuffer:
