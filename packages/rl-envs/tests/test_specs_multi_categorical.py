@@ -70,6 +70,44 @@ def test_equality_and_expand():
     assert "nvec=[3, 2]" in repr(big)
 
 
-def test_mask_not_supported():
-    with pytest.raises(NotImplementedError):
-        MultiCategorical([3, 2]).update_mask(None)
+MASK = torch.tensor([[True, False, True, False, True], [False, True, False, True, False]])
+
+
+def test_mask_rand_samples_only_allowed_categories():
+    torch.manual_seed(0)
+    spec = MultiCategorical([3, 2], shape=(2, 2), mask=MASK)
+    x = spec.rand((500,))
+    assert set(x[:, 0, 0].tolist()) == {0, 2} and set(x[:, 0, 1].tolist()) == {1}
+    assert set(x[:, 1, 0].tolist()) == {1} and set(x[:, 1, 1].tolist()) == {0}
+    assert spec.is_in(x)
+
+
+def test_mask_is_in_and_project():
+    spec = MultiCategorical([3, 2], mask=MASK[0])
+    assert spec.is_in(torch.tensor([2, 1]))
+    assert not spec.is_in(torch.tensor([1, 1]))  # 1 is masked in the first group
+    assert "allowed by the mask" in spec.explain(torch.tensor([1, 1]))
+    # nearest allowed category per group, ties to the lower one
+    assert spec.project(torch.tensor([1, 0])).tolist() == [0, 1]
+    spec.update_mask(None)
+    assert spec.mask is None and spec.is_in(torch.tensor([1, 0]))
+
+
+def test_mask_kept_by_shape_ops_and_equality():
+    spec = MultiCategorical([3, 2], shape=(2, 2), mask=MASK)
+    assert spec.clone() == spec and spec.unsqueeze(0).squeeze(0) == spec
+    assert torch.equal(spec[1].mask, MASK[1])
+    assert spec.expand(4, 2, 2).mask.shape == (4, 2, 5)
+    assert torch.equal(spec.to_one_hot_spec().mask, MASK)
+    other = spec.clone()
+    other.update_mask(~MASK)
+    assert other != spec and MultiCategorical([3, 2], shape=(2, 2)) != spec
+
+
+def test_mask_errors():
+    with pytest.raises(ValueError, match="sum\\(nvec\\)=5"):
+        MultiCategorical([3, 2], mask=torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="every group"):
+        MultiCategorical([3, 2], mask=torch.tensor([True, True, True, False, False]))
+    with pytest.raises(ValueError, match="same nvec"):
+        MultiCategorical(torch.tensor([[3, 2], [2, 3]]), mask=torch.ones(2, 5, dtype=torch.bool))

@@ -87,3 +87,37 @@ def test_batched_and_equality():
     x = spec.rand()
     assert x.shape == torch.Size([4, 5]) and spec.is_in(x)
     assert spec[0] == MultiOneHot([2, 3]) and spec != MultiOneHot([3, 2], shape=(4, 5))
+
+
+def test_mask_rand_is_in_project():
+    torch.manual_seed(0)
+    mask = torch.tensor([True, False, False, True, True])
+    spec = MultiOneHot([2, 3], mask=mask)
+    x = spec.rand((300,))
+    assert bool(x[:, 0].all()) and not bool(x[:, 1:3].any())
+    assert set(spec.to_numpy(x)[:, 1].tolist()) == {1, 2}
+    assert spec.is_in(x)
+    assert not spec.is_in(spec.encode([1, 1]))  # group 0's category 1 is masked
+    # argmax among the allowed categories of each group
+    out = spec.project(torch.tensor([0.1, 0.9, 0.8, 0.2, 0.3]))
+    assert out.tolist() == [True, False, False, False, True]
+    spec.update_mask(None)
+    assert spec.mask is None and spec.is_in(spec.encode([1, 1]))
+
+
+def test_mask_kept_by_shape_ops_and_conversion():
+    mask = torch.tensor([[True, False, True, True, False], [False, True, False, False, True]])
+    spec = MultiOneHot([2, 3], shape=(2, 5), mask=mask)
+    assert spec.clone() == spec and spec.unsqueeze(0).squeeze(0) == spec
+    assert torch.equal(spec[0].mask, mask[0])
+    assert torch.equal(spec.to_categorical_spec().mask, mask)
+    other = spec.clone()
+    other.update_mask(~mask)
+    assert other != spec
+
+
+def test_mask_errors():
+    with pytest.raises(ValueError, match="broadcast"):
+        MultiOneHot([2, 3], mask=torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="every group"):
+        MultiOneHot([2, 3], mask=torch.tensor([False, False, True, True, True]))

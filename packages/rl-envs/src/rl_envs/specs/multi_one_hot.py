@@ -11,6 +11,8 @@ import torch
 from rl_envs.specs import _registry
 from rl_envs.specs._base import ShapeLike, TensorSpec, as_size
 from rl_envs.specs._dtypes import to_torch_dtype
+from rl_envs.specs._group_mask import check_group_mask, grouped
+from rl_envs.specs._mask import masked_sample
 from rl_envs.specs._spaces import MultiCategoricalBox
 from rl_envs.specs.multi_categorical import MultiCategorical
 from rl_envs.specs.one_hot import OneHot
@@ -31,6 +33,10 @@ class MultiOneHot(OneHot):
         shape: the full shape; defaults to ``(sum(nvec),)``; its last dim must be ``sum(nvec)``.
         device: defaults to CPU.
         dtype: defaults to ``torch.bool``.
+        mask: optional bool tensor of ``shape`` (broadcastable): ``True`` marks the
+            allowed categories of each group. ``rand`` samples only allowed ones,
+            ``is_in`` rejects the others, ``project`` takes the argmax among them.
+            Change it with :meth:`update_mask`.
 
     Example:
         >>> import torch
@@ -39,6 +45,9 @@ class MultiOneHot(OneHot):
         tensor([0, 1, 1, 0, 0], dtype=torch.int32)
         >>> spec.to_numpy(spec.encode([1, 2])).tolist()
         [1, 2]
+        >>> masked = MultiOneHot([2, 3], mask=torch.tensor([False, True, False, False, True]))
+        >>> masked.rand().int()
+        tensor([0, 1, 0, 0, 1], dtype=torch.int32)
     """
 
     _domain_dims = 1
@@ -49,6 +58,7 @@ class MultiOneHot(OneHot):
         shape: ShapeLike | None = None,
         device: Any = None,
         dtype: Any = torch.bool,
+        mask: torch.Tensor | None = None,
     ) -> None:
         nvec_l = [int(n) for n in nvec]
         if not nvec_l or min(nvec_l) < 1:
@@ -63,7 +73,8 @@ class MultiOneHot(OneHot):
             )
         TensorSpec.__init__(self, shape, device, to_torch_dtype(dtype, torch.bool))
         self.nvec: list[int] = nvec_l
-        self.mask = None
+        self.mask: torch.Tensor | None = None
+        self.update_mask(mask)
         dev = self.device
         sizes = torch.tensor(nvec_l, device=dev)
         self._offsets = torch.cumsum(sizes, 0) - sizes  # first position of each group
@@ -85,8 +96,14 @@ class MultiOneHot(OneHot):
         return self.shape[-1]
 
     def update_mask(self, mask: torch.Tensor | None) -> None:
-        """Masks are not supported by MultiOneHot."""
-        raise NotImplementedError("MultiOneHot does not support masks; use OneHot.")
+        """Sets (or clears, with ``None``) the allowed categories, shape ``shape`` (broadcastable).
+
+        Raises:
+            ValueError: when the mask does not broadcast to ``shape`` or leaves a group
+                with no allowed category.
+        """
+        mask = check_group_mask(mask, self.nvec, self.shape[:-1])
+        self.mask = mask.to(self.device) if mask is not None else None
 
     def cardinality(self) -> torch.Tensor:  # type: ignore[override]
         """The number of joint values, ``prod(nvec)``."""
@@ -100,7 +117,7 @@ class MultiOneHot(OneHot):
             torch.Size([2])
         """
         shape = (*self.shape[:-1], len(self.nvec))
-        return MultiCategorical(self.nvec, shape, self.device)
+        return MultiCategorical(self.nvec, shape, self.device, mask=self.mask)
 
     def to_categorical(self, val: torch.Tensor) -> torch.Tensor:
         """The index of the hot entry of each group, shape ``(*lead, len(nvec))``."""
@@ -125,6 +142,9 @@ class MultiOneHot(OneHot):
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """One uniform category per group, ``shape`` prepended."""
         lead = self._full_shape(shape)[:-1]
+        if self.mask is not None:
+            allowed = grouped(self.mask, self.nvec)
+            return self._from_indices(masked_sample(allowed, torch.Size([*lead, len(self.nvec)])))
         r = torch.rand(*lead, len(self.nvec), dtype=torch.float64, device=self.device)
         idx = torch.minimum((r * self._sizes).floor_().long(), self._sizes - 1)
         return self._from_indices(idx)
@@ -134,13 +154,21 @@ class MultiOneHot(OneHot):
             return False
         sums = torch.zeros(*val.shape[:-1], len(self.nvec), dtype=torch.int64, device=val.device)
         sums.index_add_(-1, self._group, val.long())
-        return bool((sums == 1).all())
+        ok = bool((sums == 1).all())
+        if ok and self.mask is not None:
+            ok = not bool((val.bool() & ~self.mask).any())
+        return ok
 
     def _domain_text(self) -> str:
-        return f"one one-hot vector per group of sizes {self.nvec}"
+        extra = " on allowed categories" if self.mask is not None else ""
+        return f"one one-hot vector per group of sizes {self.nvec}{extra}"
 
     def _project(self, val: torch.Tensor) -> torch.Tensor:
-        return self._from_indices(self._indices(val.to(device=self.device)))
+        v = val.to(device=self.device)
+        if self.mask is not None:
+            v = v if v.dtype.is_floating_point else v.to(torch.float32)
+            v = v.masked_fill(~self.mask.expand(v.shape), -float("inf"))
+        return self._from_indices(self._indices(v))
 
     def encode(self, val: Any) -> torch.Tensor:
         """Concatenated one-hots from one index per group (shape ``(*lead, len(nvec))``)."""
@@ -172,18 +200,24 @@ class MultiOneHot(OneHot):
         raise NotImplementedError("MultiOneHot.enumerate is not supported.")
 
     def _remap(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> MultiOneHot:
-        return MultiOneHot(self.nvec, fn(self._meta()).shape, self.device, self.dtype)
+        mask = fn(self.mask) if self.mask is not None else None
+        return MultiOneHot(self.nvec, fn(self._meta()).shape, self.device, self.dtype, mask=mask)
 
     def _with(self, **changes: Any) -> MultiOneHot:
+        device = changes.get("device", self.device)
+        mask = self.mask.to(device) if self.mask is not None else None
         return MultiOneHot(
-            self.nvec,
-            self.shape,
-            changes.get("device", self.device),
-            changes.get("dtype", self.dtype),
+            self.nvec, self.shape, device, changes.get("dtype", self.dtype), mask=mask
         )
 
     def _same_params(self, other: TensorSpec) -> bool:
-        return self.nvec == other.nvec  # type: ignore[attr-defined]
+        o: MultiOneHot = other  # type: ignore[assignment]
+        if self.nvec != o.nvec or (self.mask is None) != (o.mask is None):
+            return False
+        return self.mask is None or torch.equal(self.mask, o.mask.to(self.device))
 
     def _repr_fields(self) -> list[str]:
-        return [f"nvec={self.nvec}"]
+        fields = [f"nvec={self.nvec}"]
+        if self.mask is not None:
+            fields.append(f"mask=Tensor(shape={self.mask.shape})")
+        return fields
