@@ -6,6 +6,7 @@ from rl_modules.actors.actor_critic import (
     ActorValueOperator,
 )
 from rl_modules.actors.common import Actor, SafeModule, ValueOperator
+from rl_modules.actors.diffusion import DDPMSampler, DiffusionActor
 from rl_modules.actors.multi_step import MultiStepActorWrapper
 from rl_modules.actors.probabilistic import ProbabilisticActor
 from rl_modules.actors.qvalue import (
@@ -27,6 +28,8 @@ __all__ = [
     "ActorCriticOperator",
     "ActorCriticWrapper",
     "ActorValueOperator",
+    "DDPMSampler",
+    "DiffusionActor",
     "DistributionalQValueActor",
     "DistributionalQValueHook",
     "DistributionalQValueModule",
