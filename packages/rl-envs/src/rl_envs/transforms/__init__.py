@@ -28,11 +28,14 @@ from rl_envs.transforms.init_tracker import InitTracker
 from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
 from rl_envs.transforms.linearise_rewards import LineariseRewards
 from rl_envs.transforms.module_transform import ModuleTransform
+from rl_envs.transforms.multi_step import MultiStepTransform
 from rl_envs.transforms.next_observation_delta import NextObservationDelta
+from rl_envs.transforms.next_state_reconstructor import NextStateReconstructor
 from rl_envs.transforms.noop_reset import NoopResetEnv
 from rl_envs.transforms.observation_norm import ObservationNorm
 from rl_envs.transforms.permute import PermuteTransform
 from rl_envs.transforms.pin_memory import PinMemoryTransform
+from rl_envs.transforms.policy_age_filter import PolicyAgeFilter
 from rl_envs.transforms.primer import TensorDictPrimer
 from rl_envs.transforms.random_crop import RandomCropTensorDict
 from rl_envs.transforms.random_truncation import RandomTruncationTransform
@@ -91,11 +94,14 @@ __all__ = [
     "InitTracker",
     "LineariseRewards",
     "ModuleTransform",
+    "MultiStepTransform",
     "NextObservationDelta",
+    "NextStateReconstructor",
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
     "PinMemoryTransform",
+    "PolicyAgeFilter",
     "RandomCropTensorDict",
     "RandomTruncationTransform",
     "RemoveEmptySpecs",
