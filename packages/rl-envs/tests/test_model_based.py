@@ -11,9 +11,11 @@ from rl_envs import (
     Bounded,
     Composite,
     DreamerEnv,
+    EnvBase,
     ModelBasedEnvBase,
     PendulumEnv,
     Unbounded,
+    WorldModelEnv,
     check_env_specs,
 )
 
@@ -156,3 +158,55 @@ def test_model_based_env_flags_done_and_terminated_only():
     r = env.rollout(2)
     assert "truncated" not in r["next"].keys()  # noqa: SIM118 (TensorDict has no __contains__)
     assert r["next", "terminated"].shape == (2, 2, 1)
+
+
+class _StepOnly(torch.nn.Module):
+    """A world model's step part: z' = z + a, r = sum(z'), done = z'[0] > 2 (hand-checkable)."""
+
+    def __init__(self, with_done: bool) -> None:
+        super().__init__()
+        mods = [
+            TensorDictModule(lambda z, a: z + a, ["latent", "action"], [("next", "latent")]),
+            TensorDictModule(lambda z: z.sum(-1, True), [("next", "latent")], [("next", "reward")]),
+        ]
+        if with_done:
+            mods.append(
+                TensorDictModule(lambda z: z[..., :1] > 2, [("next", "latent")], [("next", "done")])
+            )
+        from tensordict.nn import TensorDictSequential
+
+        self.step_module = TensorDictSequential(*mods)
+
+
+class _Ref(EnvBase):
+    def __init__(self) -> None:
+        super().__init__(batch_size=[2])
+        self.observation_spec = Composite(latent=Unbounded((2, 3)), shape=[2])
+        self.action_spec = Unbounded((2, 3))
+
+
+def test_world_model_env_rollout_matches_hand_loop():
+    env = WorldModelEnv(_StepOnly(with_done=False), base_env=_Ref())
+    start = TensorDict(latent=torch.zeros(2, 3), batch_size=[2])
+    ones = torch.ones(2, 3)
+    out = env.rollout(4, actions=[ones] * 4, tensordict=start)
+    assert out.batch_size == (2, 4)
+    for t in range(4):
+        torch.testing.assert_close(out["next", "latent"][:, t], ones * (t + 1))
+        torch.testing.assert_close(out["next", "reward"][:, t], torch.full((2, 1), 3.0 * (t + 1)))
+    assert not out["next", "done"].any()  # no done head: never done
+
+
+def test_world_model_env_done_head_stops_rollout():
+    env = WorldModelEnv(_StepOnly(with_done=True), base_env=_Ref())
+    start = TensorDict(latent=torch.zeros(2, 3), batch_size=[2])
+    out = env.rollout(10, actions=[torch.ones(2, 3)] * 10, tensordict=start)
+    assert out.shape[-1] == 3 and out["next", "done"][:, -1].all()
+
+
+def test_world_model_env_needs_a_latent_and_a_step_module():
+    env = WorldModelEnv(_StepOnly(with_done=False), base_env=_Ref())
+    with pytest.raises(RuntimeError, match="initial latent under 'latent'"):
+        env.reset()
+    with pytest.raises(TypeError, match="step_module"):
+        WorldModelEnv(torch.nn.Linear(2, 2), base_env=_Ref())

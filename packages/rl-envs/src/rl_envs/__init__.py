@@ -11,7 +11,7 @@ from rl_envs.libs.gym_export import register_gym
 from rl_envs.libs.marl import MarlGroupMapType, check_marl_grouping
 from rl_envs.libs.pettingzoo import PettingZooEnv, PettingZooWrapper
 from rl_envs.libs.vmas import VmasEnv, VmasWrapper
-from rl_envs.model_based import DreamerEnv, ModelBasedEnvBase
+from rl_envs.model_based import DreamerEnv, ModelBasedEnvBase, WorldModelEnv
 from rl_envs.mujoco import (
     AntEnv,
     CubeBowlEnv,
@@ -116,4 +116,4 @@ __all__ += [
     "SatelliteEnv",
     "Walker2dEnv",
 ]
-__all__ += ["DreamerEnv", "ModelBasedEnvBase"]
+__all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]

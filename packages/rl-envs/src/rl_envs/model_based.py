@@ -7,7 +7,9 @@ Dreamer's latent imagination (Hafner et al., 2019, arXiv:1912.01603): its observ
 the latent ``"state"`` and ``"belief"``, it never ends an episode, and it adopts the batch
 size of the TensorDict it is reset with (TorchRL's model-based envs are not batch-locked:
 the actor loss starts one imagined trajectory from every posterior state of a batch).
-Names and arguments follow TorchRL's ``torchrl.envs.model_based``.
+``WorldModelEnv`` drives the step module of a generic world model (encoder, dynamics, heads;
+``rl_modules.WorldModel``) that writes its predictions under ``"next"``, from a latent the
+caller encodes. Names and arguments follow TorchRL's ``torchrl.envs.model_based``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
 
 from rl_envs.env_base import EnvBase
 from rl_envs.specs import Categorical, Composite, Unbounded
 
-__all__ = ["DreamerEnv", "ModelBasedEnvBase"]
+__all__ = ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
 
 WorldModel = Callable[[TensorDictBase], TensorDictBase]
 
@@ -231,3 +234,108 @@ class DreamerEnv(ModelBasedEnvBase):
         if compute_latents:
             tensordict = self.world_model(tensordict)
         return self.obs_decoder(tensordict)
+
+
+class WorldModelEnv(ModelBasedEnvBase):
+    """Imagined rollouts of a world model in latent space, with a real env's specs.
+
+    Each step calls ``world_model.step_module`` (dynamics and heads, no encoder) on the
+    root; it writes its predictions under ``"next"`` (``("next", latent_key)``,
+    ``("next", "reward")``, optionally ``("next", "done")``), which the env returns as the
+    step's content. A reward or done flag the model does not predict is zero (``False``):
+    without a done head, rollouts run for ``max_steps``. ``reset(td)`` starts from the
+    latent in ``td`` (e.g. ``world_model.encode(obs_td)``); there is no latent to start from
+    without one.
+
+    Args:
+        world_model: a ``WorldModel``-like module with a ``step_module`` attribute.
+        base_env: the real env whose action, reward, done and (by default) observation specs
+            the imagined env presents; it is never stepped.
+        observation_spec: the observation spec to use instead of ``base_env``'s (e.g. the
+            latent's).
+        batch_size: default ``base_env.batch_size`` (``[1]`` when it is empty).
+        device: default ``base_env.device``.
+        latent_key: where the latent lives (default ``"latent"``).
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule, TensorDictSequential
+        >>> class Ref(EnvBase):  # only its specs are read
+        ...     def __init__(self):
+        ...         super().__init__(batch_size=[2])
+        ...         self.observation_spec = Composite(latent=Unbounded((2, 3)), shape=[2])
+        ...         self.action_spec = Unbounded((2, 3))
+        >>> class WM(torch.nn.Module):
+        ...     step_module = TensorDictSequential(
+        ...         TensorDictModule(lambda z, a: z + a, ["latent", "action"], [("next", "latent")]),
+        ...         TensorDictModule(lambda z: z.sum(-1, True), [("next", "latent")],
+        ...                          [("next", "reward")]))
+        >>> env = WorldModelEnv(WM(), base_env=Ref())
+        >>> start = TensorDict(latent=torch.zeros(2, 3), batch_size=[2])
+        >>> env.rollout(4, tensordict=start)["next", "latent"].shape
+        torch.Size([2, 4, 3])
+    """
+
+    def __init__(
+        self,
+        world_model: Any,
+        base_env: EnvBase,
+        *,
+        observation_spec: Any = None,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        device: torch.device | str | None = None,
+        latent_key: NestedKey = "latent",
+    ) -> None:
+        step_module = getattr(world_model, "step_module", None)
+        if step_module is None:
+            raise TypeError(
+                f"WorldModelEnv: world_model must expose a step_module (dynamics and heads, "
+                f"e.g. rl_modules.WorldModel), got {type(world_model).__name__}."
+            )
+        if batch_size is None:
+            batch_size = base_env.batch_size if len(base_env.batch_size) else torch.Size([1])
+        super().__init__(
+            step_module,
+            device=base_env.device if device is None else device,
+            batch_size=batch_size,
+        )
+        self.full_world_model = world_model
+        self.latent_key = latent_key
+        self.action_spec_unbatched = base_env.full_action_spec_unbatched
+        self.reward_spec_unbatched = base_env.full_reward_spec_unbatched
+        self.done_spec_unbatched = base_env.full_done_spec_unbatched
+        if observation_spec is not None:
+            self.observation_spec = observation_spec
+        else:
+            self.observation_spec_unbatched = base_env.full_observation_spec_unbatched
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        out = self.world_model(tensordict.copy())
+        next_td = out.get("next", None)
+        result = tensordict.empty()
+        if next_td is None:
+            raise KeyError(
+                f"WorldModelEnv: the world model's step wrote nothing under 'next' (keys: "
+                f"{sorted(map(str, out.keys(True, True)))}); its dynamics should write "
+                f"('next', {self.latent_key!r}) and its reward head ('next', 'reward')."
+            )
+        for key in self.observation_keys:
+            value = next_td.get(key, None)
+            if value is not None:
+                result.set(key, value)
+        for spec in (self.full_reward_spec, self.full_done_spec):
+            for key in spec.keys(True, True):
+                value = next_td.get(key, None)
+                result.set(key, spec[key].zero() if value is None else value)
+        return result
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
+        if tensordict is None or tensordict.get(self.latent_key, None) is None:
+            raise RuntimeError(
+                f"WorldModelEnv.reset() needs the initial latent under {self.latent_key!r}: "
+                "encode a real observation (world_model.encode(obs_td)) and pass it as "
+                "env.reset(td) or env.rollout(..., tensordict=td)."
+            )
+        out = tensordict.copy()
+        out.update(self.full_done_spec.zero())
+        return out

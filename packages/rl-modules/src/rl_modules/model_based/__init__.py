@@ -1,5 +1,5 @@
 """Model-based modules: Dreamer's RSSM (Gaussian v1 and DreamerV3's discrete latents),
-pixel encoder/decoder, world-model wrapper, actor, continuation head, symlog/symexp and two-hot heads."""
+pixel encoder/decoder, world model and world-model wrapper, actor, continuation head, symlog/symexp and two-hot heads."""
 
 from rl_modules.model_based.conv import ObsDecoder, ObsEncoder
 from rl_modules.model_based.functional import (
@@ -16,6 +16,7 @@ from rl_modules.model_based.heads import ContinuationHead, DreamerActor, SymExpT
 from rl_modules.model_based.rollout import RSSMRollout, RSSMRolloutV3
 from rl_modules.model_based.rssm import RSSMPosterior, RSSMPrior
 from rl_modules.model_based.rssm_v3 import RSSMPosteriorV3, RSSMPriorV3
+from rl_modules.model_based.world_model import WorldModel
 from rl_modules.model_based.wrapper import WorldModelWrapper
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "RSSMRollout",
     "RSSMRolloutV3",
     "SymExpTwoHot",
+    "WorldModel",
     "WorldModelWrapper",
     "default_bins",
     "straight_through_categorical",
