@@ -125,7 +125,8 @@ class TransformedEnv(EnvBase):
 
     Args:
         base_env: the env to wrap. A ``TransformedEnv`` is unwrapped (its
-            transforms move to the front of the new stack) unless ``auto_unwrap=False``.
+            transforms move to the front of the new stack) unless ``auto_unwrap=False``
+            or either class is a subclass (e.g. ``AutoResetEnv``).
         transform: a transform, a ``Compose`` or a callable ``TensorDict -> TensorDict``
             (default: an empty ``Compose``). ``env.transform`` is that object itself, as
             in TorchRL; ``append_transform`` / ``insert_transform`` turn a single transform
@@ -163,7 +164,12 @@ class TransformedEnv(EnvBase):
         if device is not None and torch.device(device) != base_env.device:
             base_env = base_env.to(device)
         inner: list[Transform] = []
-        if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
+        # exact types, as in TorchRL: a subclass (e.g. AutoResetEnv) keeps its own stack
+        if (
+            type(base_env) is TransformedEnv
+            and type(self) is TransformedEnv
+            and auto_unwrap is not False
+        ):
             inner = _detach_all(base_env.transform)
             base_env = base_env.base_env
         super().__init__(
@@ -253,6 +259,7 @@ class TransformedEnv(EnvBase):
             action=base.full_action_spec.clone(),
             state=base.full_state_spec.clone(),
         )
+        self._batch_size = self.transform.transform_env_batch_size(base.batch_size)
         specs = self.transform.transform_specs(specs)
         self._full_observation_spec = specs.observation
         self._full_reward_spec = specs.reward
@@ -336,6 +343,13 @@ class TransformedEnv(EnvBase):
             for key in self._inv_exposed:
                 tensordict.set(key, inner.get(key))
             tensordict = inner
+            mask = tensordict.get("_step", None)
+            if mask is not None:  # a transform asked for a partial step (ConditionalSkip)
+                return self._masked_step(tensordict, mask)
+        return self._step_inner(tensordict)
+
+    def _step_inner(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Steps the base env with the (inverted) input, then the transforms."""
         next_td = self.base_env._step(tensordict)
         if (
             next_td.get("done", None) is None
@@ -345,6 +359,32 @@ class TransformedEnv(EnvBase):
             self.base_env._fill_missing_done(next_td, reset=False)
         _keep_policy_next(tensordict, next_td)
         return self.transform.step(tensordict, next_td)
+
+    def _masked_step(self, tensordict: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+        """A step where ``"_step"`` (written by an inverse) flags the entries to step.
+
+        None flagged: the base env and the transforms are skipped, the next step repeats
+        the observations and done flags with zero rewards (``skip_tensordict``). A
+        batch-locked base env gets the mask and steps the flagged entries itself; an
+        unlocked one is stepped with the flagged entries only, the others repeating
+        their input.
+        """
+        mask = mask.reshape(tensordict.batch_size)
+        if bool(mask.all()):
+            return self._step_inner(tensordict.exclude("_step"))
+        if not bool(mask.any()):
+            return self.skip_tensordict(tensordict.exclude("_step"))
+        if self.batch_locked:
+            return self._step_inner(tensordict)
+        tensordict = tensordict.exclude("_step")
+        stepped = self._step_inner(tensordict[mask])
+        out = stepped.new_zeros(tensordict.batch_size)
+        kept = tensordict[~mask]
+        out[~mask] = kept.select(
+            *[k for k in stepped.keys(True, True) if k in kept.keys(True, True)]
+        )
+        out[mask] = stepped
+        return out
 
     def _set_seed(self, seed: int | None) -> None:
         self.base_env._set_seed(seed)

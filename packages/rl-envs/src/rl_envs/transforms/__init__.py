@@ -9,11 +9,13 @@ from rl_envs.transforms.action_chunk import (
 from rl_envs.transforms.action_discretizer import ActionDiscretizer
 from rl_envs.transforms.action_mask import ActionMask
 from rl_envs.transforms.action_scaling import ActionScaling
+from rl_envs.transforms.batch_size import BatchSizeTransform
 from rl_envs.transforms.burn_in import BurnInTransform
 from rl_envs.transforms.cat_frames import CatFrames
 from rl_envs.transforms.cat_tensors import CatTensors
 from rl_envs.transforms.clip import ClipTransform
 from rl_envs.transforms.compose import Compose
+from rl_envs.transforms.conditional_skip import ConditionalSkip
 from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.discrete_action_projection import DiscreteActionProjection
@@ -70,6 +72,7 @@ __all__ = [
     "ActionDiscretizer",
     "ActionMask",
     "ActionScaling",
+    "BatchSizeTransform",
     "BinarizeReward",
     "BurnInTransform",
     "CatFrames",
@@ -77,6 +80,7 @@ __all__ = [
     "CenterCrop",
     "ClipTransform",
     "Compose",
+    "ConditionalSkip",
     "Crop",
     "DTypeCastTransform",
     "DeviceCastTransform",

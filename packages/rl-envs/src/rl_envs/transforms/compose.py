@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from torch import nn
 
@@ -111,6 +112,11 @@ class Compose(Transform):
         for t in self.transforms:
             specs = t.transform_specs(specs)
         return specs
+
+    def transform_env_batch_size(self, batch_size: torch.Size) -> torch.Size:
+        for t in self.transforms:
+            batch_size = t.transform_env_batch_size(batch_size)
+        return batch_size
 
     def _post_step_mdp_hooks(
         self, tensordict: TensorDictBase, next_root: TensorDictBase | None

@@ -346,6 +346,10 @@ class Transform(nn.Module):
         specs.state = self.transform_state_spec(specs.state)
         return specs
 
+    def transform_env_batch_size(self, batch_size: torch.Size) -> torch.Size:
+        """The env's batch size seen through this transform (identity by default)."""
+        return batch_size
+
     # ------------------------------------------------------------ inner env
     steps_inner_env: bool = False
     """``True`` for transforms that step or reset the env beneath them (e.g.
