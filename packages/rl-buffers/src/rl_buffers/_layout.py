@@ -25,6 +25,25 @@ def as_tuple(key: NestedKey) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else tuple(key)
 
 
+def expand_to_batch(value: torch.Tensor, data: TensorDictBase) -> torch.Tensor:
+    """``value`` (one entry per item) repeated over the items' own batch dims.
+
+    A storage that keeps whole items (a ListStorage of ``[T]`` trajectories)
+    writes and samples ``[B, T]`` data for ``[B]`` indices: each step carries its
+    item's index (or weight). Values that already cover the batch are unchanged.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> data = TensorDict(batch_size=[2, 3])
+        >>> expand_to_batch(torch.tensor([4, 7]), data).tolist()
+        [[4, 4, 4], [7, 7, 7]]
+    """
+    if value.dim() >= data.batch_dims or value.shape[:1] != data.batch_size[:1]:
+        return value
+    extra = data.batch_dims - value.dim()
+    return value.reshape(*value.shape, *([1] * extra)).expand(data.batch_size)
+
+
 def _fmt(key: tuple[str, ...]) -> str:
     return repr(key[0]) if len(key) == 1 else repr(key)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
 
-from rl_buffers._layout import NestedKey, as_tuple
+from rl_buffers._layout import NestedKey, as_tuple, expand_to_batch
 from rl_buffers.replay_buffer import ReplayBuffer
 from rl_buffers.sample_units import Transition
 from rl_buffers.samplers.prioritized import PrioritizedSampler
@@ -79,11 +80,48 @@ class TensorDictReplayBuffer(ReplayBuffer):
                 index = info["index"]
                 if isinstance(self._storage, ListStorage):
                     data = data.exclude("index", self.priority_weight_key)
-                data.set("index", index.to(data.device) if data.device is not None else index)
+                index = index.to(data.device) if data.device is not None else index
+                data.set("index", expand_to_batch(index, data))
                 if "_weight" in info:
-                    data.set(self.priority_weight_key, info["_weight"].to(data.device or "cpu"))
+                    weight = info["_weight"].to(data.device or "cpu")
+                    data.set(self.priority_weight_key, expand_to_batch(weight, data))
             data = self._sampler.annotate(data, info)
         return data
+
+    def sample(
+        self,
+        batch_size: int | None = None,
+        return_info: bool = False,
+        include_info: bool | None = None,
+    ) -> Any:
+        """A batch with ``"index"`` (and the priority weight) written into it.
+
+        Args:
+            batch_size: items to sample (default: the constructor's).
+            return_info: also return the info dict, as :meth:`ReplayBuffer.sample`.
+            include_info: deprecated (TorchRL's old flag): ``False`` leaves ``"index"`` and
+                the weight out of the sampled data; ``True`` is the default behaviour.
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> from rl_buffers import LazyTensorStorage
+            >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4), batch_size=2)
+            >>> _ = rb.extend(TensorDict(obs=torch.zeros(4, 1), batch_size=[4]))
+            >>> data, info = rb.sample(return_info=True)
+            >>> bool((data["index"] == info["index"]).all())
+            True
+        """
+        if include_info is not None:
+            warnings.warn(
+                "TensorDictReplayBuffer.sample(include_info=...) is deprecated: the sampled "
+                "data always holds 'index' (and the weight); use return_info=True for the dict.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        data, info = super().sample(batch_size, return_info=True)
+        if include_info is False and isinstance(data, TensorDictBase):
+            data = data.exclude("index", self.priority_weight_key)
+        return (data, info) if return_info else data
 
     def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
         """Writes a batch; its ``priority_key`` entry, when present, sets the items' priorities
@@ -125,6 +163,11 @@ class TensorDictReplayBuffer(ReplayBuffer):
         by_anchor = self._anchor_reduced_priority(data, priority)
         if by_anchor is not None:
             index, priority = by_anchor
+        elif self._storage.ndim == 1:
+            # an item stored with its own batch dims (e.g. a [T] trajectory in a ListStorage)
+            # carries its index on every step; one index per item is enough
+            while index.dim() > max(priority.dim(), 1):
+                index = index[..., 0]
         self.update_priority(index, priority)
 
     def _anchor_reduced_priority(

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from tensordict import is_tensor_collection
 
-from rl_buffers._layout import NestedKey, as_tuple
+from rl_buffers._layout import NestedKey, as_tuple, expand_to_batch
 from rl_buffers.storages import _generations as generations
 from rl_buffers.storages.base import Storage
 
@@ -166,7 +166,8 @@ class TensorDictRoundRobinWriter(RoundRobinWriter):
 
 def _set_index(data: Any, positions: torch.Tensor, storage: Storage) -> None:
     if storage.ndim == 1:
-        data.set("index", positions.to(data.device) if data.device is not None else positions)
+        positions = positions.to(data.device) if data.device is not None else positions
+        data.set("index", expand_to_batch(positions, data))
     else:
         envs, steps = data.shape[0], data.shape[1]
         env = torch.arange(envs).unsqueeze(-1).expand(envs, steps)
