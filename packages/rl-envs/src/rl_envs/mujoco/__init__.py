@@ -6,7 +6,12 @@ imported when an env is built, so importing this module never needs it.
 """
 
 from rl_envs.mujoco.base import MujocoEnv
-from rl_envs.mujoco.cube_bowl import CubeBowlEnv, CubeBowlScriptedPolicy, cube_bowl_macro_env
+from rl_envs.mujoco.cube_bowl import (
+    CubeBowlEnv,
+    CubeBowlMacroTransform,
+    CubeBowlScriptedPolicy,
+    cube_bowl_macro_env,
+)
 from rl_envs.mujoco.locomotion import AntEnv, HalfCheetahEnv, HopperEnv, Walker2dEnv
 from rl_envs.mujoco.macro import MacroActionEnv
 from rl_envs.mujoco.satellite import SatelliteEnv
@@ -14,6 +19,7 @@ from rl_envs.mujoco.satellite import SatelliteEnv
 __all__ = [
     "AntEnv",
     "CubeBowlEnv",
+    "CubeBowlMacroTransform",
     "CubeBowlScriptedPolicy",
     "HalfCheetahEnv",
     "HopperEnv",

@@ -1,7 +1,8 @@
 """``CubeBowlEnv``: a gantry arm with a suction gripper places a cube into a bowl.
 
-Also its macro actions (``cube_bowl_macro_env``: "move the end-effector to (x, y, z)
-with the suction on/off") and a scripted macro policy (``CubeBowlScriptedPolicy``).
+Also its macro actions (``CubeBowlMacroTransform`` / ``cube_bowl_macro_env``: "move the
+end-effector to (x, y, z) with the suction on/off") and a scripted macro policy
+(``CubeBowlScriptedPolicy``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from tensordict import TensorDictBase
 from rl_envs.mujoco.base import MujocoEnv
 from rl_envs.mujoco.macro import MacroActionEnv
 from rl_envs.specs import Bounded
+from rl_envs.transforms.macro_primitive import MacroPrimitiveTransform
 
-__all__ = ["CubeBowlEnv", "CubeBowlScriptedPolicy", "cube_bowl_macro_env"]
+__all__ = ["CubeBowlEnv", "CubeBowlMacroTransform", "CubeBowlScriptedPolicy", "cube_bowl_macro_env"]
 
 ASSET = Path(__file__).parent / "assets" / "cube_bowl.xml"
 BOWL_XY = np.array([0.3, 0.0])
@@ -95,38 +97,49 @@ class CubeBowlEnv(MujocoEnv):
         return self._success(sim)
 
 
+class CubeBowlMacroTransform(MacroPrimitiveTransform):
+    """Macro "palm to (x, y, z), suction s" for :class:`CubeBowlEnv`.
+
+    A raw ``[x, y, z, s]`` action moves the position targets linearly from the palm's
+    observed position to ``(x, y, z)`` over ``macro_steps`` steps and holds them
+    ``settle_steps`` more, with the suction at ``s`` throughout.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> t = CubeBowlMacroTransform(macro_steps=2, settle_steps=1)
+        >>> td = TensorDict(observation=torch.zeros(1, 13), action=torch.ones(1, 4), batch_size=[1])
+        >>> t.inv(td)["action"][0].tolist()
+        [[0.5, 0.5, 0.5, 1.0], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    """
+
+    def _resolve(
+        self, tensordict: TensorDictBase, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        _, target, steps, settle = super()._resolve(tensordict, action)
+        palm = tensordict.get("observation")[..., :3].to(target)
+        return torch.cat([palm, target[..., 3:]], -1), target, steps, settle
+
+
 def cube_bowl_macro_env(
     env: CubeBowlEnv, move_steps: int = 12, hold_steps: int = 8
 ) -> MacroActionEnv:
     """``env`` driven by macro actions "palm to (x, y, z), suction s".
 
-    One macro action ``[x, y, z, s]`` becomes ``move_steps + hold_steps`` low-level steps:
-    the position targets go linearly from the palm's current position to ``(x, y, z)``
-    over ``move_steps`` steps (a smooth path the carried cube can follow) and stay there
-    for ``hold_steps``; the suction is ``s`` throughout. Moving to the current position
-    with another ``s`` is "close/open the gripper".
+    One macro action ``[x, y, z, s]`` becomes ``move_steps + hold_steps`` low-level steps
+    (:class:`CubeBowlMacroTransform`: a smooth path the carried cube can follow, then a
+    hold). Moving to the current position with another ``s`` is "close/open the gripper".
 
     Example:
         >>> macro = cube_bowl_macro_env(CubeBowlEnv(num_envs=2, seed=0))
         >>> macro.action_spec.shape
         torch.Size([2, 4])
     """
-    frac = torch.cat([torch.arange(1, move_steps + 1) / move_steps, torch.ones(hold_steps)]).to(
-        env.dtype
-    )
-
-    def expand(macro: torch.Tensor, root: TensorDictBase) -> torch.Tensor:
-        start = root.get("observation")[..., :3]
-        target = macro[..., :3]
-        path = start + frac.reshape(-1, 1, 1) * (target - start)
-        suction = macro[..., 3:4].expand(len(frac), *macro.shape[:-1], 1)
-        return torch.cat([path, suction], -1)
-
+    plan = CubeBowlMacroTransform(action_dim=4, macro_steps=move_steps, settle_steps=hold_steps)
     spec = env.action_spec_unbatched
     macro_spec = Bounded(
         low=spec.space.low, high=spec.space.high, shape=spec.shape, dtype=env.dtype
     )
-    return MacroActionEnv(env, expand, macro_spec)
+    return MacroActionEnv(env, plan.expand, macro_spec)
 
 
 class CubeBowlScriptedPolicy:

@@ -19,7 +19,8 @@ class MacroActionEnv(EnvBase):
     """Runs each macro action as a sequence of low-level steps of a batched env.
 
     ``expand(macro_action, root)`` turns the macro action ``[*B, *macro]`` and the current
-    root TensorDict (observations) into low-level actions ``[K, *B, *action]``; the wrapper
+    root TensorDict (observations) into low-level actions ``[K, *B, *action]`` (e.g. the
+    ``expand`` method of a :class:`~rl_envs.MacroPrimitiveTransform`); the wrapper
     steps ``env`` ``K`` times and returns the final observation, the SUM of the rewards
     and the done flags. A sub-env that is done part-way through keeps the observation and
     flags of its done step and stops accumulating reward (its later low-level steps are

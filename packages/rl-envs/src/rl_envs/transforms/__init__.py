@@ -29,6 +29,13 @@ from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImag
 from rl_envs.transforms.init_tracker import InitTracker
 from rl_envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
 from rl_envs.transforms.linearise_rewards import LineariseRewards
+from rl_envs.transforms.macro_primitive import (
+    HumanoidMacroAction,
+    MacroAction,
+    MacroPrimitive,
+    MacroPrimitiveTransform,
+    TargetMacroAction,
+)
 from rl_envs.transforms.module_transform import ModuleTransform
 from rl_envs.transforms.multi_step import MultiStepTransform
 from rl_envs.transforms.next_observation_delta import NextObservationDelta
@@ -50,6 +57,7 @@ from rl_envs.transforms.reward_ops import (
     SignTransform,
 )
 from rl_envs.transforms.reward_sum import RewardSum
+from rl_envs.transforms.satellite_attitude import SatelliteAttitudeTransform, SatelliteMacroAction
 from rl_envs.transforms.shape import FlattenObservation, UnsqueezeTransform
 from rl_envs.transforms.squeeze import SqueezeTransform
 from rl_envs.transforms.stack import Stack
@@ -61,6 +69,13 @@ from rl_envs.transforms.time_max_pool import TimeMaxPool
 from rl_envs.transforms.timer import Timer
 from rl_envs.transforms.traj_counter import TrajCounter
 from rl_envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, EnvSpecs, Transform
+from rl_envs.transforms.urscript import (
+    CartesianSolver,
+    RobotMacroAction,
+    RobotMacroActionMode,
+    URScriptPrimitive,
+    URScriptPrimitiveTransform,
+)
 from rl_envs.transforms.vecnorm import VecNorm
 from rl_envs.transforms.vecnorm_v2 import VecNormV2
 
@@ -75,6 +90,7 @@ __all__ = [
     "BatchSizeTransform",
     "BinarizeReward",
     "BurnInTransform",
+    "CartesianSolver",
     "CatFrames",
     "CatTensors",
     "CenterCrop",
@@ -95,8 +111,12 @@ __all__ = [
     "FrameSkipTransform",
     "GrayScale",
     "Hash",
+    "HumanoidMacroAction",
     "InitTracker",
     "LineariseRewards",
+    "MacroAction",
+    "MacroPrimitive",
+    "MacroPrimitiveTransform",
     "ModuleTransform",
     "MultiStepTransform",
     "NextObservationDelta",
@@ -115,12 +135,17 @@ __all__ = [
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
+    "RobotMacroAction",
+    "RobotMacroActionMode",
+    "SatelliteAttitudeTransform",
+    "SatelliteMacroAction",
     "SelectTransform",
     "SignTransform",
     "SqueezeTransform",
     "Stack",
     "StepCounter",
     "SuccessReward",
+    "TargetMacroAction",
     "TargetReturn",
     "TensorDictPrimer",
     "TerminateTransform",
@@ -129,6 +154,8 @@ __all__ = [
     "ToTensorImage",
     "TrajCounter",
     "Transform",
+    "URScriptPrimitive",
+    "URScriptPrimitiveTransform",
     "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
