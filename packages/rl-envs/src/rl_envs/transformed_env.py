@@ -260,6 +260,7 @@ class TransformedEnv(EnvBase):
             state=base.full_state_spec.clone(),
         )
         self._batch_size = self.transform.transform_env_batch_size(base.batch_size)
+        self._device = self.transform.transform_env_device(base.device)
         specs = self.transform.transform_specs(specs)
         self._full_observation_spec = specs.observation
         self._full_reward_spec = specs.reward

@@ -118,6 +118,11 @@ class Compose(Transform):
             batch_size = t.transform_env_batch_size(batch_size)
         return batch_size
 
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        for t in self.transforms:
+            device = t.transform_env_device(device)
+        return device
+
     def _post_step_mdp_hooks(
         self, tensordict: TensorDictBase, next_root: TensorDictBase | None
     ) -> tuple[TensorDictBase, TensorDictBase | None]:

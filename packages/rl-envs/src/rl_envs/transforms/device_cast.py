@@ -63,17 +63,24 @@ class DeviceCastTransform(Transform):
     def _inv_apply_transform(self, x: torch.Tensor) -> torch.Tensor:
         return x.to(self._inner_device())
 
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        """Casting everything moves the env to ``device``; casting some keys leaves its
+        outputs on two devices (``None``, as TorchRL)."""
+        if self.orig_device is None and device is not None:
+            self.orig_device = device
+        return self.device if self._all else None
+
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         if self._all:
             return next_tensordict.to(self.device)
-        return super()._call(next_tensordict)
+        return super()._call(next_tensordict.clear_device_())
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
         if self._all:
             return tensordict_reset.to(self.device)
-        return super()._reset(tensordict, tensordict_reset)
+        return super()._reset(tensordict, tensordict_reset.clear_device_())
 
     def _has_inverse(self) -> bool:
         return True

@@ -350,6 +350,11 @@ class Transform(nn.Module):
         """The env's batch size seen through this transform (identity by default)."""
         return batch_size
 
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        """The env's device seen through this transform (identity by default; ``None``:
+        the outputs live on several devices)."""
+        return device
+
     # ------------------------------------------------------------ inner env
     steps_inner_env: bool = False
     """``True`` for transforms that step or reset the env beneath them (e.g.
