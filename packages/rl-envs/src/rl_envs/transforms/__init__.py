@@ -50,6 +50,7 @@ from rl_envs.transforms.random_crop import RandomCropTensorDict
 from rl_envs.transforms.random_truncation import RandomTruncationTransform
 from rl_envs.transforms.remove_empty_specs import RemoveEmptySpecs
 from rl_envs.transforms.reward2go import Reward2GoTransform
+from rl_envs.transforms.reward_norm import NormalizeReward
 from rl_envs.transforms.reward_ops import (
     BinarizeReward,
     RewardClipping,
@@ -122,6 +123,7 @@ __all__ = [
     "NextObservationDelta",
     "NextStateReconstructor",
     "NoopResetEnv",
+    "NormalizeReward",
     "ObservationNorm",
     "PermuteTransform",
     "PinMemoryTransform",
