@@ -178,3 +178,8 @@ def test_fast_rollout_with_nested_done_flags_only():
     with SerialEnv(2, _AgentsOnlyDone) as env:
         r = env.rollout(5, break_when_any_done=False)
     assert r["next", "agents", "done"][0].squeeze(-1).tolist() == [False, True, False, True, False]
+
+
+def test_mp_start_method_is_accepted_and_unused():
+    with SerialEnv(2, PendulumEnv, mp_start_method="spawn") as env:
+        assert env.reset().batch_size == (2,)

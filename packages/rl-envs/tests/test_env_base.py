@@ -578,3 +578,18 @@ def test_cpu_device_index_is_the_same_device():
     env.action_spec = Bounded(0.0, 1.0, shape=(1,), device="cpu:0")
     td = env.step(env.reset().set("action", torch.ones(1)))  # torch drops the CPU index
     assert td["next", "observation"].item() == 1.0
+
+
+def test_step_mdp_method_keeps_the_action_and_drops_the_reward():
+    env = CountEnv(batch_size=(2,))
+    td = env.reset().set("action", torch.full((2, 1), 0.5))
+    root = env.step_mdp(env.step(td))
+    assert torch.equal(root["observation"], torch.full((2, 1), 0.5))
+    assert torch.equal(root["action"], torch.full((2, 1), 0.5))  # TorchRL's method keeps it
+    assert set(root.keys()) == {"observation", "action", "done", "terminated", "truncated"}
+    assert "action" not in set(step_mdp(td).keys())  # the function's default drops it
+
+
+def test_shape_is_the_batch_size():
+    assert CountEnv(batch_size=(3, 2)).shape == (3, 2)
+    assert CountEnv().shape == ()

@@ -2,6 +2,7 @@
 
 from importlib.metadata import version as _version
 
+from rl_envs.auto_reset import AutoResetEnv, AutoResetTransform
 from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
@@ -117,3 +118,4 @@ __all__ += [
     "Walker2dEnv",
 ]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
+__all__ += ["AutoResetEnv", "AutoResetTransform"]

@@ -135,6 +135,11 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         validate_actions: raise when an action lies outside the action spec (see the
             module docstring). Default ``False``: such actions go to the env as they
             are (TorchRL's behaviour), with a one-time warning per env instance.
+        allow_done_after_reset: TorchRL's flag; resets are never refused here.
+        auto_reset: ``True`` makes the constructor return the env wrapped in an
+            ``AutoResetEnv`` (for envs that reset themselves when an episode ends; see
+            :mod:`rl_envs.auto_reset`). Read by ``__new__``; ignored here.
+        auto_reset_replace: the ``replace`` argument of that ``AutoResetTransform``.
 
     Example:
         >>> import torch
@@ -180,6 +185,11 @@ class EnvBase(EnvSpecs, torch.nn.Module):
     """:func:`rl_envs.libs.gym_export.register_gym`, set when that module is imported
     (``import rl_envs`` does), so that this module does not import it (no cycle)."""
 
+    auto_reset_wrapper: Callable[[EnvBase, bool], EnvBase] | None = None
+    """What ``SomeEnv(..., auto_reset=True, auto_reset_replace=True)`` returns, called as
+    ``wrapper(env, auto_reset_replace)``: :mod:`rl_envs.auto_reset` sets it to build an
+    ``AutoResetEnv`` when it is imported (``import rl_envs`` does; no import cycle)."""
+
     rollout_backends: tuple[RolloutBackend, ...] = ()
     """The fast rollout loops of this env class, tried in order by ``rollout(backend=
     "auto")`` (see :mod:`rl_envs.rollout_backend`); none on ``EnvBase``."""
@@ -190,7 +200,14 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         TorchRL's envs may set those two ``Composite`` specs (holding ``full_*_spec``
         entries) on the class, e.g. in their own ``__new__``, before ``__init__`` runs;
         :meth:`__init__` then installs this instance's copy.
+
+        With ``auto_reset=True`` (TorchRL's keyword) the env is built here (its
+        ``__init__`` runs without the keyword) and returned wrapped by
+        :attr:`auto_reset_wrapper` (an ``AutoResetEnv``): Python then does not call
+        ``__init__`` again, since the result is not an instance of ``cls``.
         """
+        auto_reset = kwargs.pop("auto_reset", False)
+        replace = kwargs.pop("auto_reset_replace", True)
         env = super().__new__(cls)
         env.__dict__["_class_specs"] = {
             name: getattr(cls, name).clone()
@@ -202,6 +219,12 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         # empty batch on the CPU here, re-installed by ``__init__`` with the env's own.
         env.__dict__["_batch_size"] = torch.Size(())
         env.__dict__["_device"] = torch.device("cpu")
+        if auto_reset:
+            wrapper = EnvBase.auto_reset_wrapper
+            if wrapper is None:  # pragma: no cover - rl_envs/__init__ imports auto_reset
+                raise RuntimeError("EnvBase(auto_reset=True): import rl_envs first.")
+            env.__init__(*args, **kwargs)
+            return wrapper(env, replace)
         return env
 
     def __init__(
@@ -211,6 +234,8 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         batch_size: Sequence[int] | torch.Size | None = None,
         validate_actions: bool = False,
         allow_done_after_reset: bool = True,
+        auto_reset: bool = False,
+        auto_reset_replace: bool = True,
     ) -> None:
         early = {name: self.__dict__.pop(name) for name in _SPEC_ATTRS if name in self.__dict__}
         super().__init__()
@@ -291,6 +316,11 @@ class EnvBase(EnvSpecs, torch.nn.Module):
     @property
     def batch_size(self) -> torch.Size:
         """The env's batch dims; every spec and TensorDict starts with them."""
+        return self._batch_size
+
+    @property
+    def shape(self) -> torch.Size:
+        """The env's batch dims: :attr:`batch_size` (TorchRL's alias)."""
         return self._batch_size
 
     @property
@@ -510,6 +540,27 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         elif terminated_or_truncated(root, self._full_done_spec):  # writes the nested "_reset"s
             root = self.reset(root)
         return tensordict, root
+
+    def step_mdp(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """The root of the next step of a stepped ``next_tensordict`` (TorchRL's method).
+
+        :func:`rl_envs.utils.step_mdp` with this env's reward and action keys, keeping
+        the actions (``exclude_action=False``, as TorchRL's method does).
+
+        Example:
+            >>> from rl_envs import PendulumEnv
+            >>> env = PendulumEnv()
+            >>> td = env.step(env.rand_action(env.reset()))
+            >>> root = env.step_mdp(td)
+            >>> bool((root["observation"] == td["next", "observation"]).all()), "next" in root
+            (True, False)
+        """
+        return step_mdp(
+            next_tensordict,
+            reward_keys=self.reward_keys,
+            action_keys=self.action_keys,
+            exclude_action=False,
+        )
 
     # --------------------------------------------------------------- helpers
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:

@@ -267,6 +267,9 @@ class TransformedEnv(EnvBase):
         self._full_done_spec = specs.done
         self._full_action_spec = specs.action
         self._full_state_spec = specs.state
+        self._stacked_actions = self.transform._stacked_action_dims(
+            list(specs.action.keys(True, True)), len(self._batch_size)
+        )
         flat = _flatten(self.transform)
         self._needs_inv = any(t._has_inverse() for t in flat)
         self._inv_exposed = [k for t in flat if t.inv_writes_input for k in t.in_keys_inv]
@@ -386,6 +389,17 @@ class TransformedEnv(EnvBase):
         )
         out[mask] = stepped
         return out
+
+    def _check_step_input(self, tensordict: TensorDictBase) -> list[Any]:
+        """Checks the actions; of a stack of actions (``MultiAction``) the first one."""
+        if not self._stacked_actions:
+            return super()._check_step_input(tensordict)
+        view = tensordict.clone(False)
+        for key, dim in self._stacked_actions.items():
+            value = view.get(key, None)
+            if isinstance(value, torch.Tensor) and value.ndim > dim and value.shape[dim] > 0:
+                view.set(key, value.narrow(dim, 0, 1))
+        return super()._check_step_input(view)
 
     def _set_seed(self, seed: int | None) -> None:
         self.base_env._set_seed(seed)

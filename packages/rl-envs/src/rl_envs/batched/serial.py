@@ -57,6 +57,8 @@ class SerialEnv(EnvBase):
         share_individual_td: TorchRL's choice between one stacked buffer and one buffer
             per sub-env. Results are the same either way; here the buffers are always
             one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
+        mp_start_method: accepted for TorchRL parity (its batched envs share the
+            signature); a SerialEnv starts no process, so it is unused.
 
     Example:
         >>> from rl_envs import PendulumEnv, SerialEnv
@@ -75,7 +77,9 @@ class SerialEnv(EnvBase):
         validate_actions: bool = False,
         use_buffers: bool | None = None,
         share_individual_td: bool | None = None,
+        mp_start_method: str | None = None,
     ) -> None:
+        del mp_start_method  # no processes here
         fns = as_fn_list(create_env_fn, num_workers)
         kwargs = as_kwargs_list(create_env_kwargs, num_workers)
         envs = [fn(**kw) for fn, kw in zip(fns, kwargs, strict=True)]
