@@ -100,8 +100,11 @@ class RunConfig:
     """Checkpoint to continue from, exactly where it stopped."""
     smoke: bool = False
     """Run a tiny budget to check the recipe end to end."""
+    preset: str = ""
+    """A named setting of the recipe (its ``PRESETS``); explicit flags still override it."""
 
     SMOKE: ClassVar[dict[str, object]] = {}
+    PRESETS: ClassVar[dict[str, dict[str, object]]] = {}
 
 
 def _parse_bool(text: str) -> bool:
@@ -117,7 +120,8 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
     """Build ``cls`` from command-line flags (``--total-frames 1000``), one flag per field.
 
     Boolean fields take a value (``--anneal-lr false``) or stand alone for true (``--smoke``).
-    ``--smoke`` applies ``cls.SMOKE`` (a dict of overrides) before explicit flags.
+    ``--preset NAME`` applies ``cls.PRESETS[NAME]``, then ``--smoke`` applies ``cls.SMOKE``
+    (dicts of overrides), then the explicit flags.
     """
     docs = field_docs(cls)
     parser = argparse.ArgumentParser(
@@ -137,6 +141,12 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
         )
     args = vars(parser.parse_args(argv))
     values = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    presets = getattr(cls, "PRESETS", {})
+    if args.get("preset"):
+        if args["preset"] not in presets:
+            known = ", ".join(sorted(presets)) or "none"
+            parser.error(f"unknown --preset {args['preset']!r}; this recipe's presets: {known}")
+        values.update(presets[args["preset"]])
     if args.get("smoke"):
         values.update(getattr(cls, "SMOKE", {}))
     values.update({k: v for k, v in args.items() if v is not None})

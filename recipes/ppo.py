@@ -5,6 +5,7 @@ Also tested on HalfCheetah-v5 and CartPole-v1 (``--env CartPole-v1``).
 
     uv run recipes/ppo.py                       # the default run
     uv run recipes/ppo.py --env HalfCheetah-v5 --total-frames 1000000
+    uv run recipes/ppo.py --preset zoo-halfcheetah  # RL Zoo's tuned HalfCheetah setting, 1M frames
     uv run recipes/ppo.py --smoke               # a few seconds, end to end
     uv run recipes/ppo.py --kernels             # GAE from rl_kernels (Triton on GPU)
     uv run recipes/ppo.py --compile             # torch.compile the policy and the loss
@@ -40,8 +41,10 @@ from torch.distributions import Categorical
 from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
 from rl_collectors import Collector
 from rl_envs import (
+    ClipTransform,
     Compose,
     DoubleToFloat,
+    NormalizeReward,
     RewardSum,
     StepCounter,
     TransformedEnv,
@@ -91,6 +94,16 @@ class Config(RunConfig):
     """Gradient clipping norm."""
     hidden: int = 64
     """Width of the two hidden layers of actor and critic."""
+    activation: str = "tanh"
+    """Hidden activation of actor and critic: "tanh" or "relu"."""
+    ortho_init: bool = True
+    """Orthogonal weights (small last layers); false keeps torch's default init."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of continuous actions (state-independent)."""
+    reward_norm: bool = False
+    """Scale training rewards by the running std of the discounted return (NormalizeReward)."""
+    obs_clip: float = float("inf")
+    """Clip normalised observations to [-obs_clip, obs_clip]."""
     kernels: bool = False
     """Compute advantages with rl_kernels' drop-in GAE (Triton on CUDA, fast torch on CPU)."""
     compile: bool = False
@@ -109,6 +122,35 @@ class Config(RunConfig):
         "checkpoint_every": 2048,
         "epochs": 2,
     }
+    PRESETS: ClassVar[dict[str, dict[str, object]]] = {
+        # RL Baselines3 Zoo's tuned PPO for HalfCheetah (hyperparams/ppo.yml, 5819 at 1M frames):
+        # VecNormalize (observations clipped at 10, rewards by return), ReLU 256x256 nets
+        # without orthogonal init, log-std -2, constant learning rate.
+        "zoo-halfcheetah": {
+            "env": "HalfCheetah-v5",
+            "num_envs": 1,
+            "total_frames": 1_000_000,
+            "frames_per_batch": 512,
+            "minibatch_size": 64,
+            "epochs": 20,
+            "lr": 2.0633e-05,
+            "anneal_lr": False,
+            "gamma": 0.98,
+            "gae_lambda": 0.92,
+            "clip_epsilon": 0.1,
+            "entropy_coeff": 0.000401762,
+            "critic_coeff": 0.58096,
+            "max_grad_norm": 0.8,
+            "hidden": 256,
+            "activation": "relu",
+            "ortho_init": False,
+            "log_std_init": -2.0,
+            "reward_norm": True,
+            "obs_clip": 10.0,
+            "eval_every": 51_200,
+            "target_return": float("inf"),
+        },
+    }
 
 
 def gae_class(kernels: bool) -> type:
@@ -120,11 +162,18 @@ def gae_class(kernels: bool) -> type:
     return GAE
 
 
-def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm) -> TransformedEnv:
+def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm, train: bool) -> TransformedEnv:
+    """The task with normalised observations; training rewards are normalised after RewardSum,
+    so logged returns stay raw (evaluation envs never scale rewards)."""
     # Discrete actions as indices (a Categorical spec), as the Categorical policy samples them.
     # --env rl_envs:HalfCheetahEnv builds the native batched MuJoCo task instead of Gymnasium's.
     base = make_base_env(cfg.env, num_envs, categorical_action_encoding=True)
-    return TransformedEnv(base, Compose(vecnorm, DoubleToFloat(), StepCounter(), RewardSum()))
+    transforms = [vecnorm, DoubleToFloat(), StepCounter(), RewardSum()]
+    if cfg.obs_clip != float("inf"):
+        transforms.insert(1, ClipTransform(["observation"], low=-cfg.obs_clip, high=cfg.obs_clip))
+    if train and cfg.reward_norm:
+        transforms.append(NormalizeReward(gamma=cfg.gamma))
+    return TransformedEnv(base, Compose(*transforms))
 
 
 def orthogonal_init(mlp: nn.Module, last_gain: float) -> None:
@@ -140,10 +189,17 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
     obs_dim = env.observation_spec["observation"].shape[-1]
     discrete = not action_spec.dtype.is_floating_point
     n_out = action_spec.space.n if discrete else action_spec.shape[-1]
-    body = MLP(obs_dim, n_out, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
-    critic_body = MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
-    orthogonal_init(body, last_gain=0.01)
-    orthogonal_init(critic_body, last_gain=1.0)
+    activations = {"tanh": nn.Tanh, "relu": nn.ReLU}
+    if cfg.activation not in activations:
+        raise ValueError(
+            f"--activation must be one of {sorted(activations)}, got {cfg.activation!r}"
+        )
+    act = activations[cfg.activation]
+    body = MLP(obs_dim, n_out, num_cells=[cfg.hidden] * 2, activation_class=act)
+    critic_body = MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=act)
+    if cfg.ortho_init:
+        orthogonal_init(body, last_gain=0.01)
+        orthogonal_init(critic_body, last_gain=1.0)
     if discrete:
         params = TensorDictModule(body, in_keys=["observation"], out_keys=["logits"])
         actor = ProbabilisticActor(
@@ -155,7 +211,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
         )
     else:
         params = TensorDictModule(
-            nn.Sequential(body, AddStateIndependentNormalScale(n_out)),
+            nn.Sequential(body, AddStateIndependentNormalScale(n_out, init_value=cfg.log_std_init)),
             in_keys=["observation"],
             out_keys=["loc", "scale"],
         )
@@ -176,10 +232,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     vecnorm = VecNorm(in_keys=["observation"], decay=0.99999)
-    env = make_env(cfg, cfg.num_envs, vecnorm)
+    env = make_env(cfg, cfg.num_envs, vecnorm, train=True)
     env.set_seed(cfg.seed)
     eval_vecnorm = VecNorm(in_keys=["observation"], decay=0.99999)
-    eval_env = make_env(cfg, 1, eval_vecnorm)
+    eval_env = make_env(cfg, 1, eval_vecnorm, train=False)
     actor, critic = make_agent(cfg, env)
     if cfg.compile:
         actor.compile()  # in place: the collector's policy, state_dict names unchanged

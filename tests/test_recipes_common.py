@@ -58,6 +58,22 @@ def test_parse_config_flags_types_and_smoke_overrides() -> None:
         common.parse_config(ToyConfig, ["--anneal", "maybe"])
 
 
+def test_presets_apply_before_smoke_and_explicit_flags() -> None:
+    @dataclass
+    class WithPresets(ToyConfig):
+        preset: str = ""
+        PRESETS: ClassVar[dict[str, dict[str, object]]] = {
+            "fast": {"lr": 0.5, "total_frames": 99, "env": "Y"}
+        }
+
+    cfg = common.parse_config(WithPresets, ["--preset", "fast"])
+    assert (cfg.lr, cfg.total_frames, cfg.env) == (0.5, 99, "Y")
+    cfg = common.parse_config(WithPresets, ["--preset", "fast", "--smoke", "--lr", "0.25"])
+    assert (cfg.lr, cfg.total_frames, cfg.env) == (0.25, 10, "Y")
+    with pytest.raises(SystemExit):
+        common.parse_config(WithPresets, ["--preset", "slow"])
+
+
 @pytest.mark.parametrize(
     ("argv", "smoke", "anneal", "frames"),
     [
