@@ -8,7 +8,7 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
-from rl_envs import EnvCreator, PendulumEnv, check_env_specs, step_mdp
+from rl_envs import EnvCreator, PendulumEnv, check_env_specs, get_env_metadata, step_mdp
 
 
 def transition():
@@ -171,3 +171,43 @@ def test_step_mdp_moves_a_tensorclass_whole():
     out = step_mdp(td, action_keys="missing")
     assert out["turns"] is td["next", "turns"] and out["turns"].batch_size == (2, 3)
     assert out["turns"].role[1] == ["user", "assistant", "user"]
+
+
+def test_env_creator_keyword_arguments_and_variants():
+    make = EnvCreator(PendulumEnv, max_episode_steps=4)
+    assert make().rollout(10).shape == (4,)
+    both = EnvCreator(PendulumEnv, {"max_episode_steps": 3}, max_episode_steps=9)
+    assert both.create_env_kwargs == {"max_episode_steps": 3}  # the dict wins, as in TorchRL
+    meta = make.meta_data
+    longer = make.make_variant(max_episode_steps=6)
+    assert longer().rollout(10).shape == (6,)
+    assert make().rollout(10).shape == (4,)  # the original keeps its own kwargs
+    assert longer.meta_data is meta  # shared: same specs
+    restored = pickle.loads(pickle.dumps(longer))
+    assert restored.create_env_kwargs == {"max_episode_steps": 6}
+
+
+def test_get_env_metadata_of_envs_and_creators_closes_what_it_built():
+    env = PendulumEnv(batch_size=[2])
+    meta = get_env_metadata(env)
+    assert meta.batch_size == (2,) and not env.is_closed  # an env given is not closed
+    assert meta.tensordict["next", "observation"].shape == (2, 3)
+    built = []
+
+    def make(**kwargs):
+        built.append(PendulumEnv(**kwargs))
+        return built[-1]
+
+    assert get_env_metadata(make, {"batch_size": [3]}).batch_size == (3,)
+    assert built[-1].is_closed
+
+    def broken():
+        env = make()
+        env.fake_tensordict = lambda: (_ for _ in ()).throw(RuntimeError("no fake"))
+        return env
+
+    with pytest.raises(RuntimeError, match="no fake"):
+        get_env_metadata(broken)
+    assert built[-1].is_closed
+    with pytest.raises(TypeError, match="takes an env or a callable"):
+        get_env_metadata(3)

@@ -47,10 +47,11 @@ from rl_envs.specs import (
 from rl_envs.specs.consolidate import consolidate_spec
 from rl_envs.specs.legacy import *  # noqa: F403  (deprecated TorchRL spec names)
 from rl_envs.specs.legacy import __all__ as _legacy_all
+from rl_envs.toy_vla import ToyVLAEnv
 from rl_envs.transformed_env import TransformedEnv
 from rl_envs.transforms import *  # noqa: F403  (the catalogue: see rl_envs.transforms.__all__)
 from rl_envs.transforms import __all__ as _transforms_all
-from rl_envs.utils import EnvCreator, EnvMetaData, check_env_specs, step_mdp
+from rl_envs.utils import EnvCreator, EnvMetaData, check_env_specs, get_env_metadata, step_mdp
 
 __version__ = _version("rl-envs")
 
@@ -73,6 +74,7 @@ __all__ = [
     "OneHot",
     "PendulumEnv",
     "TensorSpec",
+    "ToyVLAEnv",
     "Unbounded",
     "__version__",
     "check_env_specs",
@@ -118,4 +120,4 @@ __all__ += [
     "Walker2dEnv",
 ]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
-__all__ += ["AutoResetEnv", "AutoResetTransform"]
+__all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]

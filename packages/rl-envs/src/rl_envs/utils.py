@@ -14,16 +14,18 @@ from tensordict import (
     NonTensorStack,
     TensorDict,
     TensorDictBase,
+    is_tensor_collection,
 )
 from tensordict.utils import NestedKey
 
 from rl_envs.done import terminated_or_truncated
-from rl_envs.specs import Composite
+from rl_envs.specs import Composite, NonTensor
 
 __all__ = [
     "EnvCreator",
     "EnvMetaData",
     "check_env_specs",
+    "get_env_metadata",
     "step_mdp",
     "terminated_or_truncated",
 ]
@@ -33,6 +35,12 @@ _terminated_or_truncated = terminated_or_truncated  # TorchRL's private name (it
 
 def _as_tuple(key: NestedKey) -> tuple[str, ...]:
     return key if isinstance(key, tuple) else (key,)
+
+
+def _is_leaf_or_non_tensor(cls: type) -> bool:
+    """``is_leaf`` for ``TensorDict.keys``: non-tensor entries (strings...) count as leaves,
+    as ``NonTensor`` specs do in ``Composite.keys(True, True)``."""
+    return not is_tensor_collection(cls) or issubclass(cls, (NonTensorData, NonTensorStack))
 
 
 _DONE_KEYS = ("done", "terminated", "truncated")
@@ -298,7 +306,7 @@ def check_env_specs(
         expected = transition_specs(expected)
 
     def compare_keys(td: TensorDictBase, what: str) -> None:
-        got = {_as_tuple(k) for k in td.keys(True, True)}
+        got = {_as_tuple(k) for k in td.keys(True, True, is_leaf=_is_leaf_or_non_tensor)}
         missing, extra = set(expected) - got - optional, got - set(expected)
         if missing or extra:
             raise AssertionError(
@@ -320,6 +328,8 @@ def check_env_specs(
     for key, spec in expected.items():
         value = rollout.get(key, None)
         if value is None and key in optional:
+            continue
+        if isinstance(spec, NonTensor):  # strings and other objects: presence is the check
             continue
         want = (*batch, t, *spec.shape[len(batch) :])
         if tuple(value.shape) != want:
@@ -348,6 +358,8 @@ def check_env_specs(
         value = reset.get(key, None)
         if value is None:
             raise AssertionError(f"env.reset() did not return the entry {key}.")
+        if isinstance(spec, NonTensor):
+            continue
         if tuple(value.shape) != tuple(spec.shape):
             raise AssertionError(
                 f"reset entry {key}: expected shape {tuple(spec.shape)}, got {tuple(value.shape)}."
@@ -373,15 +385,18 @@ class EnvMetaData:
     specs: Composite
     batch_size: torch.Size
     device: torch.device
+    tensordict: TensorDictBase | None = None
+    """A zero-filled transition of the env (its ``fake_tensordict()``; TorchRL's field)."""
 
     @classmethod
     def from_env(cls, env: Any) -> EnvMetaData:
-        """Copies ``env``'s specs (``env`` is not kept)."""
+        """Copies ``env``'s specs and a fake transition (``env`` is not kept)."""
         specs = Composite(
             input_spec=env.input_spec.clone(), output_spec=env.output_spec.clone(),
             shape=env.batch_size, device=env.device,
         )  # fmt: skip
-        return cls(specs, torch.Size(env.batch_size), torch.device(env.device))
+        fake = env.fake_tensordict() if hasattr(env, "fake_tensordict") else None
+        return cls(specs, torch.Size(env.batch_size), torch.device(env.device), fake)
 
     def __getitem__(self, name: str) -> Any:
         """``meta["full_action_spec"]`` and the other ``full_*_spec`` by name."""
@@ -389,6 +404,33 @@ class EnvMetaData:
             if name in self.specs[group]:
                 return self.specs[group, name]
         raise KeyError(f"EnvMetaData has no {name!r}; the specs are {list(self.specs.keys(True))}.")
+
+
+def get_env_metadata(env_or_creator: Any, kwargs: dict[str, Any] | None = None) -> EnvMetaData:
+    """The :class:`EnvMetaData` of an env, or of the env a creator builds (TorchRL's function).
+
+    A creator (a callable, e.g. an :class:`EnvCreator`) is called with ``kwargs``; the env
+    it returns is closed afterwards, also when reading its specs fails.
+
+    Example:
+        >>> from rl_envs import PendulumEnv
+        >>> get_env_metadata(PendulumEnv).batch_size
+        torch.Size([])
+    """
+    if isinstance(env_or_creator, torch.nn.Module) and hasattr(env_or_creator, "input_spec"):
+        return EnvMetaData.from_env(env_or_creator)
+    if isinstance(env_or_creator, EnvCreator) and not kwargs:
+        return env_or_creator.meta_data
+    if not callable(env_or_creator):
+        raise TypeError(
+            f"get_env_metadata() takes an env or a callable returning one, got "
+            f"{type(env_or_creator).__name__}."
+        )
+    env = env_or_creator(**(kwargs or {}))
+    try:
+        return EnvMetaData.from_env(env)
+    finally:
+        env.close()
 
 
 class EnvCreator:
@@ -400,32 +442,48 @@ class EnvCreator:
     Args:
         create_env_fn: a callable returning an env.
         create_env_kwargs: keyword arguments for it.
+        **kwargs: more keyword arguments for it (TorchRL's form,
+            ``EnvCreator(make_env, max_steps=4)``); ``create_env_kwargs`` wins on a clash.
 
     Example:
         >>> from rl_envs import PendulumEnv
-        >>> make = EnvCreator(PendulumEnv)
-        >>> make().batch_size
-        torch.Size([])
+        >>> make = EnvCreator(PendulumEnv, max_episode_steps=10)
+        >>> make().rollout(20).shape
+        torch.Size([10])
     """
 
     def __init__(
         self,
         create_env_fn: Callable[..., Any],
         create_env_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         self.create_env_fn = create_env_fn
-        self.create_env_kwargs = dict(create_env_kwargs or {})
+        self.create_env_kwargs = {**kwargs, **(create_env_kwargs or {})}
         self._specs: EnvMetaData | None = None
+
+    def make_variant(self, **kwargs: Any) -> EnvCreator:
+        """A creator of the same env with ``kwargs`` updating the keyword arguments.
+
+        It shares this creator's metadata (the variant must build an env with the same
+        specs), e.g. to give sub-envs of a ``ParallelEnv`` different horizons.
+
+        Example:
+            >>> from rl_envs import PendulumEnv
+            >>> short = EnvCreator(PendulumEnv, max_episode_steps=10)
+            >>> longer = short.make_variant(max_episode_steps=15)
+            >>> longer().rollout(20).shape, short.create_env_kwargs
+            (torch.Size([15]), {'max_episode_steps': 10})
+        """
+        out = EnvCreator(self.create_env_fn, {**self.create_env_kwargs, **kwargs})
+        out._specs = self._specs
+        return out
 
     @property
     def meta_data(self) -> EnvMetaData:
         """The specs, batch size and device of the env this creator builds (read once)."""
         if self._specs is None:
-            env = self()
-            try:
-                self._specs = EnvMetaData.from_env(env)
-            finally:
-                env.close()
+            self._specs = get_env_metadata(self.create_env_fn, self.create_env_kwargs)
         return self._specs
 
     def __call__(self, **kwargs: Any) -> Any:
