@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_envs import GymEnv, GymWrapper, check_env_specs, step_mdp
+from rl_envs import GymEnv, GymWrapper, ParallelEnv, check_env_specs, step_mdp
 
 gym = pytest.importorskip("gymnasium")
 spaces = gym.spaces
@@ -396,3 +396,18 @@ def test_get_library_name_and_close_state():
     assert not env.is_closed
     env.close(raise_if_closed=False)
     assert env.is_closed
+
+
+def test_num_workers_builds_a_parallel_env_of_gym_envs():
+    env = GymEnv("CartPole-v1", num_workers=2, max_episode_steps=3)
+    try:
+        assert isinstance(env, ParallelEnv) and env.num_workers == 2
+        env.set_seed(0)
+        r = env.rollout(4, break_when_any_done=False)
+        assert r.shape == (2, 4)
+        # the other arguments reach every worker's GymEnv: each truncates after 3 steps
+        # (CartPole cannot fall within 3 steps)
+        assert r["next", "truncated"].squeeze(-1).tolist() == [[False, False, True, False]] * 2
+    finally:
+        env.close()
+    assert type(GymEnv("CartPole-v1", num_workers=1)) is GymEnv

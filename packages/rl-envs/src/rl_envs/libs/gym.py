@@ -34,6 +34,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rl_envs.batched.parallel import ParallelEnv
 from rl_envs.env_base import EnvBase
 from rl_envs.libs import _gym_fast, _state
 from rl_envs.libs import _gym_spaces as gs
@@ -427,6 +429,10 @@ class GymEnv(GymWrapper):
         vectorization_mode: ``"sync"`` or ``"async"`` for ``num_envs > 0``.
         categorical_action_encoding, from_pixels, pixels_only, frame_skip, info_keys,
         device, validate_actions: see :class:`GymWrapper`.
+        num_workers: if > 1, the constructor returns a :class:`~rl_envs.ParallelEnv` of
+            ``num_workers`` processes, each building ``GymEnv(env_name, ...)`` with the
+            other arguments (TorchRL's keyword; ``num_envs`` vectorises inside Gymnasium
+            instead, and both together give ``num_workers * num_envs`` envs).
         **kwargs: passed to ``gymnasium.make`` (e.g. ``max_episode_steps``).
 
     Example:
@@ -437,12 +443,24 @@ class GymEnv(GymWrapper):
         torch.Size([3, 1])
     """
 
+    def __new__(cls, *args: Any, num_workers: int = 1, **kwargs: Any) -> Any:
+        """``GymEnv(..., num_workers=n)`` with ``n > 1`` returns a ``ParallelEnv`` of them.
+
+        Python calls ``__init__`` only on an instance of ``cls``: the ParallelEnv built
+        here is returned as it is.
+        """
+        if cls is GymEnv and num_workers > 1:
+            make_env = functools.partial(GymEnv, *args, **kwargs)
+            return ParallelEnv(num_workers, make_env)
+        return super().__new__(cls, *args, **kwargs)
+
     def __init__(
         self,
         env_name: str,
         num_envs: int = 0,
         categorical_action_encoding: bool = False,
         *,
+        num_workers: int = 1,
         vectorization_mode: str = "sync",
         from_pixels: bool = False,
         pixels_only: bool = True,
@@ -452,6 +470,7 @@ class GymEnv(GymWrapper):
         validate_actions: bool = False,
         **kwargs: Any,
     ) -> None:
+        del num_workers  # 1 here: more is handled by __new__
         gym = _import_gym()
         if from_pixels:
             kwargs.setdefault("render_mode", "rgb_array")
