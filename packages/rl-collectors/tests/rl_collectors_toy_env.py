@@ -209,6 +209,17 @@ class ScalePolicy(nn.Module):
         return tensordict
 
 
+class PrivateOutputPolicy(ScalePolicy):
+    """ScalePolicy that also writes private entries, as an exploration module's noise state."""
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        tensordict = super().forward(tensordict)
+        tensordict.set("_noise", torch.zeros_like(tensordict.get("action")))
+        tensordict.set(("out", "_state"), torch.zeros_like(tensordict.get("action")))
+        tensordict.set(("out", "kept"), torch.ones_like(tensordict.get("action")))
+        return tensordict
+
+
 def reference_rollout(env: ToyEnv, policy: nn.Module, steps: int) -> TensorDictBase:
     """A plain loop (reset, act, step, reset the done ones, stack): what a collector must match."""
     root = env.reset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from rl_collectors_toy_env import (
+    PrivateOutputPolicy,
     ScalePolicy,
     StatefulToyEnv,
     ToyEnv,
@@ -591,3 +592,15 @@ def test_non_tensor_entries_are_collected() -> None:
     labels = as_python_list(batch["label"])
     assert labels == ["reset" if n == 0 else f"step {n}" for n in steps]
     assert as_python_list(batch["next", "label"]) == [f"step {n + 1}" for n in steps]
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+def test_private_keys_are_dropped_from_batches_unless_asked(exclude: bool) -> None:
+    collector = Collector(
+        ToyEnv((2,)), PrivateOutputPolicy(1.0), frames_per_batch=8, total_frames=8
+    )
+    assert collector._exclude_private_keys  # TorchRL's default
+    collector._exclude_private_keys = exclude
+    keys = set(next(iter(collector)).keys(True, True))
+    assert ("out", "kept") in keys
+    assert ("_noise" in keys, ("out", "_state") in keys) == (not exclude, not exclude)

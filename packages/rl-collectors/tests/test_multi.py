@@ -10,6 +10,7 @@ import threading
 import pytest
 import torch
 from rl_collectors_toy_env import (
+    PrivateOutputPolicy,
     ScalePolicy,
     SeededToyEnv,
     WorkerOnlyScalePolicyFactory,
@@ -522,3 +523,14 @@ def test_non_tensor_entries_cross_the_process_boundary(cls) -> None:
     labels = as_python_list(batch["next", "label"])
     flat = [label for row in labels for label in row] if batch.ndim == 2 else labels
     assert flat == [f"step {n + 1}" for n in steps]
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_private_keys_are_dropped_from_multi_collector_batches(cls) -> None:
+    collector = cls([TOY_2, TOY_2], PrivateOutputPolicy(1.0), frames_per_batch=8, total_frames=8)
+    try:
+        keys = set(collector.next().keys(True, True))
+    finally:
+        collector.shutdown()
+    assert ("out", "kept") in keys
+    assert "_noise" not in keys and ("out", "_state") not in keys

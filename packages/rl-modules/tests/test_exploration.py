@@ -187,3 +187,14 @@ def test_ou_noise_is_real_valued_for_integer_actions():
     td = ou(TensorDict(action=torch.zeros(3, 2, dtype=torch.int8), batch_size=[3]))
     assert td["_ou_prev_noise"].dtype == torch.get_default_dtype()
     torch.testing.assert_close(td["action"], td["_ou_prev_noise"])  # 0 + eps (1.0) * noise
+
+
+def test_noise_modules_leave_the_action_unprojected_when_its_entry_is_declared_without_spec():
+    # TorchRL: Composite({"action": None}) declares the key; safe projection skips it.
+    td = TensorDict(action=torch.full((4, 2), 5.0), batch_size=[4])
+    for module in (
+        OrnsteinUhlenbeckProcessModule(specs.Composite(action=None)),
+        AdditiveGaussianModule(specs.Composite(action=None)),
+    ):
+        out = module(td.clone())
+        assert out["action"].abs().max() > 1  # noisy 5.0s, not clipped into any box

@@ -119,10 +119,12 @@ def finish_batch(
     replay_buffer: Any | None,
     extend_buffer: bool = True,
     keep_traj_ids: bool = True,
+    exclude_private_keys: bool = False,
 ) -> TensorDictBase | None:
     """Split / flatten / post-process a batch, then hand it to the replay buffer if any
     (whole, or one time step ``batch[..., t]`` at a time when ``extend_buffer=False``).
-    ``keep_traj_ids=False`` drops ``("collector", "traj_ids")`` (and an emptied ``"collector"``).
+    ``keep_traj_ids=False`` drops ``("collector", "traj_ids")`` (and an emptied ``"collector"``);
+    ``exclude_private_keys`` drops every key with a part starting with ``"_"`` (after ``postproc``).
 
     Returns:
         The batch, or ``None`` when it went to ``replay_buffer`` (TorchRL's behaviour).
@@ -139,6 +141,8 @@ def finish_batch(
             batch = batch[batch.get(MASK_KEY)]
     if postproc is not None:
         batch = postproc(batch)
+    if exclude_private_keys:
+        batch = drop_private_keys(batch)
     if replay_buffer is not None:
         if extend_buffer or flatten:
             replay_buffer.extend(batch)
@@ -147,6 +151,25 @@ def finish_batch(
                 replay_buffer.extend(step.reshape(-1))
         return None
     return batch
+
+
+def _is_private(key: Any) -> bool:
+    parts = (key,) if isinstance(key, str) else key
+    return any(part.startswith("_") for part in parts)
+
+
+def drop_private_keys(batch: TensorDictBase) -> TensorDictBase:
+    """``batch`` without the keys that have a part starting with ``"_"`` (TorchRL's collectors
+    hand out no private entry, e.g. an exploration module's ``"_ou_prev_noise"``).
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"obs": 0, "_noise": 1, "out": {"_x": 2, "y": 3}})
+        >>> sorted(drop_private_keys(td).keys(True, True))
+        ['obs', ('out', 'y')]
+    """
+    private = [key for key in batch.keys(True) if _is_private(key)]
+    return batch.exclude(*private) if private else batch
 
 
 def check_options(

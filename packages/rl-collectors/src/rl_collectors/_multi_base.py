@@ -363,6 +363,8 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         self._use_buffers = True  # batches are always written into preallocated buffers
         self.progress_bar = progress_bar
         self.track_traj_ids = track_traj_ids
+        # TorchRL's switch: batches hold no key with a part starting with "_" (set False to keep them)
+        self._exclude_private_keys = True
         self.track_policy_version = track_policy_version
         self.policy = policy
         self._policy_factories = _policy_factories(policy_factory, self.num_workers)

@@ -293,6 +293,8 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         self._use_buffers = True  # batches are always written into preallocated buffers
         self.track_policy_version = track_policy_version
         self.track_traj_ids = track_traj_ids
+        # TorchRL's switch: batches hold no key with a part starting with "_" (set False to keep them)
+        self._exclude_private_keys = True
         self.worker_idx = worker_idx
         self.pre_collect_hook = pre_collect_hook
         self.post_collect_hook = post_collect_hook
@@ -671,6 +673,7 @@ class Collector(TrajectoryBatching, BackgroundCollection):
                     replay_buffer=self._batch_replay_buffer,
                     extend_buffer=self.extend_buffer,
                     keep_traj_ids=self.track_traj_ids,
+                    exclude_private_keys=self._exclude_private_keys,
                 )
                 if self.post_collect_hook is not None:
                     self.post_collect_hook(result)

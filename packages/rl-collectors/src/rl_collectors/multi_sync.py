@@ -204,6 +204,7 @@ class MultiSyncCollector(MultiCollector):
                     replay_buffer=self._batch_replay_buffer,
                     extend_buffer=self.extend_buffer,
                     keep_traj_ids=self.track_traj_ids,
+                    exclude_private_keys=self._exclude_private_keys,
                 )
         finally:
             if bar is not None:

@@ -89,6 +89,7 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         action = action + self.sigma.to(action) * noise
         if self.safe:
             spec = spec_of_key(self.spec, self.action_key, type(self).__name__)
-            action = project_into(spec, action, type(self).__name__)
+            if spec is not None:  # a Composite may declare the key without a spec (TorchRL)
+                action = project_into(spec, action, type(self).__name__)
         tensordict.set(self.action_key, action)
         return tensordict
