@@ -47,11 +47,14 @@ from rl_envs.specs import (
 from rl_envs.specs.consolidate import consolidate_spec
 from rl_envs.specs.legacy import *  # noqa: F403  (deprecated TorchRL spec names)
 from rl_envs.specs.legacy import __all__ as _legacy_all
+from rl_envs.tictactoe import TicTacToeEnv
 from rl_envs.toy_vla import ToyVLAEnv
+from rl_envs.trading import FinancialRegimeEnv
 from rl_envs.transformed_env import TransformedEnv
 from rl_envs.transforms import *  # noqa: F403  (the catalogue: see rl_envs.transforms.__all__)
 from rl_envs.transforms import __all__ as _transforms_all
 from rl_envs.utils import EnvCreator, EnvMetaData, check_env_specs, get_env_metadata, step_mdp
+from rl_envs.vla import ACTION_TOKENS_KEY, RobotDatasetMetadata, UniformActionTokenizer
 
 __version__ = _version("rl-envs")
 
@@ -75,6 +78,9 @@ __all__ = [
     "PendulumEnv",
     "TensorSpec",
     "ToyVLAEnv",
+    "UniformActionTokenizer",
+    "RobotDatasetMetadata",
+    "ACTION_TOKENS_KEY",
     "Unbounded",
     "__version__",
     "check_env_specs",
@@ -121,3 +127,4 @@ __all__ += [
 ]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
 __all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]
+__all__ += ["FinancialRegimeEnv", "TicTacToeEnv"]
