@@ -53,6 +53,8 @@ class PrioritizedSampler(Sampler):
         max_priority_within_buffer: the priority of new items is the largest among the items
             stored now (it falls when that item is overwritten or lowered), instead of the
             largest ever seen.
+        replacement: TorchRL's switch to a without-replacement variant; ``False`` raises
+            a ``TypeError`` (there is none).
 
     Examples:
         >>> from rl_buffers import LazyTensorStorage
@@ -77,7 +79,14 @@ class PrioritizedSampler(Sampler):
         device: torch.device | str | None = None,
         backend: Backend = "auto",
         max_priority_within_buffer: bool = False,
+        *,
+        replacement: bool = True,
     ) -> None:
+        if not replacement:
+            raise TypeError(
+                "PrioritizedSampler has no without-replacement variant: prioritized draws are "
+                "with replacement; use SamplerWithoutReplacement for epochs over the data."
+            )
         if alpha < 0:
             raise ValueError(f"alpha must be greater or equal to 0, got {alpha}.")
         if beta < 0:
@@ -223,8 +232,8 @@ class PrioritizedSampler(Sampler):
             ValueError: a priority is negative or NaN/inf, or sizes differ.
             IndexError: an index is outside ``[0, max_capacity)``.
         """
-        positions = self._positions(index, storage)
         priority = torch.as_tensor(priority, dtype=torch.float64).detach().cpu()
+        positions = self._positions(_per_env(index, priority, storage), storage)
         if priority.numel() == 1:
             priority = priority.reshape(1).expand(positions.numel())
         elif priority.numel() != positions.numel():
@@ -303,3 +312,18 @@ class PrioritizedSampler(Sampler):
         if self._raw is not None and "raw" in state:
             self._raw.copy_(state["raw"])
             self._max_position = state["max_position"]
+
+
+def _per_env(index: Any, priority: torch.Tensor, storage: Storage | None) -> Any:
+    """The ``(env, t)`` pairs of a 2-d storage's write, from the time positions ``extend`` returns.
+
+    ``rb.update_priority(rb.extend(data), data["priority"])`` with ``[envs, T]`` data: the
+    index holds the ``T`` time positions written in every env, the priority one value per step.
+    """
+    if storage is None or storage.ndim != 2 or priority.dim() != 2:
+        return index
+    index = torch.as_tensor(index)
+    if index.dim() != 1 or priority.shape[1] != index.numel():
+        return index
+    envs = torch.arange(priority.shape[0]).unsqueeze(1).expand(-1, index.numel())
+    return torch.stack([envs, index.unsqueeze(0).expand_as(envs)], -1)

@@ -29,6 +29,8 @@ class PrioritizedSliceSampler(SliceSampler):
         strict_length, cache_values: as in :class:`SliceSampler`.
         span: as in :class:`SliceSampler`, right side only: a slice starts at its anchor, so
             a left span is turned off with a warning (as in TorchRL).
+        replacement: ``False`` raises a ``TypeError``: there is no prioritized
+            without-replacement variant.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -62,10 +64,11 @@ class PrioritizedSliceSampler(SliceSampler):
         cache_values: bool = False,
         span: bool | int | tuple[bool | int, bool | int] = False,
         max_priority_within_buffer: bool = False,
+        replacement: bool = True,
     ) -> None:
         super().__init__(num_slices=num_slices, slice_len=slice_len, end_key=end_key, traj_key=traj_key,
                          truncated_key=truncated_key, init_key=init_key, strict_length=strict_length,
-                         cache_values=cache_values, span=span)  # fmt: skip
+                         cache_values=cache_values, span=span, replacement=replacement)  # fmt: skip
         if self.span[0]:
             warnings.warn(
                 f"PrioritizedSliceSampler: span={span!r} asks for a left span, which is turned off "
@@ -84,6 +87,7 @@ class PrioritizedSliceSampler(SliceSampler):
         return self.priority._max_priority
 
     def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
+        super().extend(index, storage)
         self.priority.extend(index, storage)
 
     def update_priority(self, index: Any, priority: Any, storage: Storage | None = None) -> None:

@@ -13,6 +13,11 @@ from rl_buffers.storages.base import Storage
 class RandomSampler(Sampler):
     """Uniform sampling with replacement.
 
+    Args:
+        generator: the draws' generator (``None``: torch's global one).
+        replacement: ``False`` builds a :class:`SamplerWithoutReplacement` instead
+            (TorchRL's spelling); the other keywords go to it.
+
     Examples:
         >>> from rl_buffers import LazyTensorStorage
         >>> storage = LazyTensorStorage(10)
@@ -20,9 +25,20 @@ class RandomSampler(Sampler):
         >>> index, info = RandomSampler().sample(storage, 3)
         >>> index.shape
         torch.Size([3])
+        >>> type(RandomSampler(replacement=False, shuffle=False)).__name__
+        'SamplerWithoutReplacement'
     """
 
-    def __init__(self, generator: torch.Generator | None = None) -> None:
+    def __new__(cls, *args: Any, replacement: bool = True, **kwargs: Any) -> Any:
+        if not replacement and cls is RandomSampler:
+            return SamplerWithoutReplacement(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(
+        self, generator: torch.Generator | None = None, *, replacement: bool = True
+    ) -> None:
+        if not replacement:
+            raise TypeError(f"{type(self).__name__} has no without-replacement variant.")
         self._rng = generator
 
     @property
@@ -48,6 +64,8 @@ class SamplerWithoutReplacement(Sampler):
     Args:
         drop_last: drop the incomplete last batch of each epoch.
         shuffle: random order (``False``: storage order).
+        replacement: accepted for TorchRL's ``RandomSampler(replacement=False)``
+            spelling; must be ``False``.
 
     Examples:
         >>> from rl_buffers import LazyTensorStorage
@@ -60,7 +78,13 @@ class SamplerWithoutReplacement(Sampler):
         True
     """
 
-    def __init__(self, drop_last: bool = False, shuffle: bool = True) -> None:
+    def __init__(
+        self, drop_last: bool = False, shuffle: bool = True, *, replacement: bool = False
+    ) -> None:
+        if replacement:
+            raise ValueError(
+                "SamplerWithoutReplacement(replacement=True) contradicts itself: use RandomSampler()."
+            )
         self.drop_last = drop_last
         self.shuffle = shuffle
         self._perm: torch.Tensor | None = None

@@ -9,11 +9,16 @@ import torch
 from rl_buffers._layout import NestedKey, as_tuple
 from rl_buffers.samplers._trajectories import Trajectories, locate
 from rl_buffers.samplers.base import Sampler, check_not_empty
+from rl_buffers.samplers.random import SamplerWithoutReplacement
 from rl_buffers.storages.base import Storage
 
 
 def _replace_last(key: tuple[str, ...], name: str) -> tuple[str, ...]:
     return (*key[:-1], name)
+
+
+def _info_key(key: tuple[str, ...]) -> NestedKey:
+    return key[0] if len(key) == 1 else key
 
 
 def _as_span(span: bool | int | tuple | list) -> tuple[bool | int, bool | int]:
@@ -62,6 +67,8 @@ class SliceSampler(Sampler):
         pad_output: with ``strict_length=False``, short slices are padded to ``slice_len`` by
             repeating their last real step, so every batch holds ``batch_size`` items; the
             sample's ``("collector", "mask")`` is False on the repeats.
+        replacement: ``False`` builds a :class:`SliceSamplerWithoutReplacement` with the
+            same keywords (TorchRL's spelling; ``drop_last`` and ``shuffle`` go to it too).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -73,6 +80,11 @@ class SliceSampler(Sampler):
         >>> ids[index].view(2, 3).unique(dim=1).shape[1]
         1
     """
+
+    def __new__(cls, *args: Any, replacement: bool = True, **kwargs: Any) -> Any:
+        if not replacement and cls is SliceSampler:
+            cls = SliceSamplerWithoutReplacement  # its __init__ then runs with the same keywords
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -87,7 +99,10 @@ class SliceSampler(Sampler):
         cache_values: bool = False,
         span: bool | int | tuple[bool | int, bool | int] = False,
         pad_output: bool = False,
+        replacement: bool = True,
     ) -> None:
+        if not replacement and not isinstance(self, SliceSamplerWithoutReplacement):
+            raise TypeError(f"{type(self).__name__} has no without-replacement variant.")
         if (num_slices is None) == (slice_len is None):
             raise ValueError("pass exactly one of num_slices and slice_len.")
         if pad_output and strict_length:
@@ -98,7 +113,7 @@ class SliceSampler(Sampler):
         self.span = _as_span(span)
         self.pad_output = pad_output
         self.num_slices, self.slice_len = num_slices, slice_len
-        self.traj_key = as_tuple(traj_key) if traj_key is not None else None
+        self._traj_key = as_tuple(traj_key) if traj_key is not None else None
         self.end_key = as_tuple(end_key) if end_key is not None else ("next", "done")
         self._traj_key_auto = traj_key is None and end_key is None
         self.truncated_key = as_tuple(truncated_key) if truncated_key is not None else None
@@ -120,6 +135,20 @@ class SliceSampler(Sampler):
             )
         return batch_size // self.slice_len, self.slice_len
 
+    @property
+    def traj_key(self) -> NestedKey | None:
+        """The trajectory-id entry: as given, or the one found in the storage when neither
+        ``traj_key`` nor ``end_key`` was given (``None`` until then, or with end flags)."""
+        if self._traj_key is None:
+            return None
+        return self._traj_key[0] if len(self._traj_key) == 1 else self._traj_key
+
+    def extend(self, index: torch.Tensor, storage: Storage | None = None) -> None:
+        """A write through the buffer drops the cached trajectory bounds at once (TorchRL's
+        ``_cache`` is empty after ``rb.extend``); direct storage writes are caught by
+        :meth:`trajectories` comparing the storage's write count."""
+        self._cache = None
+
     def trajectories(self, storage: Storage) -> Trajectories:
         """The stored trajectories (cached until the storage is written again)."""
         if not hasattr(storage, "get_leaf"):
@@ -136,14 +165,16 @@ class SliceSampler(Sampler):
 
     def _ids_key(self, storage: Storage) -> NestedKey | None:
         """The trajectory-id entry to read, or ``None`` to read the ``end_key`` flags."""
-        if self.traj_key is not None:
-            candidates = [self.traj_key]
+        if self._traj_key is not None:
+            candidates = [self._traj_key]
         elif self._traj_key_auto:
             candidates = [("collector", "traj_ids"), ("episode",)]
         else:
             candidates = []
         for key in candidates:
             if storage.has_key(key):
+                if self._traj_key_auto:  # resolved once, as TorchRL does
+                    self._traj_key, self._traj_key_auto = key, False
                 return key
         if not storage.has_key(self.end_key):
             looked = [*candidates, self.end_key]
@@ -240,9 +271,14 @@ class SliceSampler(Sampler):
         shape = done.shape if done is not None else (info["_slice_end"].shape[0], 1)
         truncated = info["_slice_end"].reshape(-1, *([1] * (len(shape) - 1))).expand(shape).clone()
         terminated = stored(terminated_key)
-        info[self.truncated_key] = truncated
-        info[done_key] = truncated | done.bool() if done is not None else truncated.clone()
-        info[terminated_key] = terminated if terminated is not None else torch.zeros_like(truncated)
+        # keyed as TorchRL does: a plain string for a root entry, a tuple for a nested one
+        info[_info_key(self.truncated_key)] = truncated
+        info[_info_key(done_key)] = (
+            truncated | done.bool() if done is not None else truncated.clone()
+        )
+        info[_info_key(terminated_key)] = (
+            terminated if terminated is not None else torch.zeros_like(truncated)
+        )
 
     @staticmethod
     def _markers(valid: torch.Tensor) -> dict[str, Any]:
@@ -289,7 +325,7 @@ def _keep_real(flag: torch.Tensor | None, real: torch.Tensor | None) -> torch.Te
     return flag & _expand_marker(real, flag.shape, flag)
 
 
-class SliceSamplerWithoutReplacement(SliceSampler):
+class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
     """A :class:`SliceSampler` that visits each eligible trajectory once per epoch.
 
     Each call takes the next ``num_slices`` trajectories of a permutation (one
@@ -318,6 +354,14 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         self._pos = 0
         self._epoch_key: tuple | None = None
         self.ran_out = False
+
+    @property
+    def _sample_list(self) -> torch.Tensor | None:
+        """The trajectories the current epoch has left (TorchRL's attribute); ``None`` when
+        the next call starts a new epoch."""
+        if self._perm is None or self.ran_out:
+            return None
+        return self._perm[self._pos :]
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         check_not_empty(storage)
