@@ -1,5 +1,7 @@
 """Offline datasets: D4RL HDF5 and Minari round trips, TED transitions checked against a plain loop."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -138,9 +140,13 @@ def test_slices_of_a_dataset_never_cross_episodes(tmp_path):
     assert (batch["episode"][:, 0] == batch["episode"][:, 1]).all()
 
 
-def test_minari_round_trip(tmp_path):
+@pytest.mark.parametrize("relative_root", [False, True])
+def test_minari_round_trip(tmp_path, monkeypatch, relative_root):
     gym = pytest.importorskip("gymnasium")
     pytest.importorskip("minari")
+    if relative_root:  # Minari joined a relative root twice (runs/x/.../runs/x/...): no file
+        monkeypatch.chdir(tmp_path)
+        tmp_path = Path("datasets")
     rng = np.random.default_rng(0)
     episodes = []
     for steps, terminated in ((3, True), (4, False)):

@@ -34,7 +34,7 @@ def _datasets_path(root: str | Path | None) -> Iterator[None]:
         yield
         return
     old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    os.environ["MINARI_DATASETS_PATH"] = str(Path(root).resolve())  # Minari joins it twice
     try:
         yield
     finally:
