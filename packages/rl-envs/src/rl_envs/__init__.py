@@ -78,9 +78,6 @@ __all__ = [
     "PendulumEnv",
     "TensorSpec",
     "ToyVLAEnv",
-    "UniformActionTokenizer",
-    "RobotDatasetMetadata",
-    "ACTION_TOKENS_KEY",
     "Unbounded",
     "__version__",
     "check_env_specs",
@@ -128,3 +125,4 @@ __all__ += [
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
 __all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]
 __all__ += ["FinancialRegimeEnv", "TicTacToeEnv"]
+__all__ += ["ACTION_TOKENS_KEY", "RobotDatasetMetadata", "UniformActionTokenizer"]
