@@ -134,6 +134,8 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
     "envs/test_special.py::TestParallelEnvMPSBuffers": "Apple MPS device",
     "envs/test_special.py::TestChessEnv": "TorchRL's chess environment (python-chess), not wrapped",
     "envs/test_parallel.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
+    "envs/test_auto_reset.py::TestAutoReset::test_native_auto_reset_": "sets TorchRL's private _torchrl_native_autoreset flag on a TransformedEnv (and reads private hooks such as Transform._reset_on_native_autoreset); the public route, SomeEnv(auto_reset=True) / AutoResetEnv, is covered by the test_auto_reset* tests",
+    "envs/test_auto_reset.py::TestAutoReset::test_env_constructor_compile_kwarg": "checks TorchRL's private _compiled_step_and_maybe_reset cache in env.__dict__",
     "envs/test_step_mdp.py::TestStepMdp::test_step_class": "TorchRL's private cached step_mdp (_StepMDP); rl_envs has one step_mdp (issue #14)",
     "test_collectors.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
     "test_collectors.py::TestCollectorProfiling": "TorchRL's profiling internals",
