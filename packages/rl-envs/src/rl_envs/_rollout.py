@@ -191,6 +191,12 @@ def _actions_time_first(env: EnvBase, result: TensorDictBase) -> TensorDictBase:
     time_first = result.select(*env.action_keys)
     if nb:
         time_first = time_first.apply(lambda x: x.movedim(nb, 0), batch_size=[result.shape[nb]])
+    # a stack of actions (MultiAction) is checked by its first action, as each step is
+    for key, offset in getattr(env, "_stacked_actions", {}).items():
+        value = time_first.get(key, None)
+        dim = time_first.batch_dims + nb + offset if nb else time_first.batch_dims + offset
+        if isinstance(value, torch.Tensor) and value.ndim > dim and value.shape[dim] > 0:
+            time_first.set(key, value.narrow(dim, 0, 1))
     return time_first
 
 

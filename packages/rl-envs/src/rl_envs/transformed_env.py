@@ -180,6 +180,8 @@ class TransformedEnv(EnvBase):
             ),
         )
         self.base_env = base_env
+        # a batch-unlocked base env makes the TransformedEnv unlocked too (EnvBase reads it)
+        self.__dict__["_batch_locked"] = bool(getattr(base_env, "batch_locked", True))
         self.cache_specs = cache_specs
         if transform is None:
             transform = Compose()
@@ -268,7 +270,7 @@ class TransformedEnv(EnvBase):
         self._full_action_spec = specs.action
         self._full_state_spec = specs.state
         self._stacked_actions = self.transform._stacked_action_dims(
-            list(specs.action.keys(True, True)), len(self._batch_size)
+            list(specs.action.keys(True, True))
         )
         flat = _flatten(self.transform)
         self._needs_inv = any(t._has_inverse() for t in flat)
@@ -377,7 +379,12 @@ class TransformedEnv(EnvBase):
         if bool(mask.all()):
             return self._step_inner(tensordict.exclude("_step"))
         if not bool(mask.any()):
-            return self.skip_tensordict(tensordict.exclude("_step"))
+            skip = self.skip_tensordict(tensordict.exclude("_step"))
+            for key in self._full_observation_spec.keys(True, True):  # non-tensor entries too
+                value = tensordict.get(key, None)
+                if value is not None and not isinstance(value, torch.Tensor):
+                    skip.set(key, value)
+            return skip
         if self.batch_locked:
             return self._step_inner(tensordict)
         tensordict = tensordict.exclude("_step")
@@ -395,8 +402,11 @@ class TransformedEnv(EnvBase):
         if not self._stacked_actions:
             return super()._check_step_input(tensordict)
         view = tensordict.clone(False)
-        for key, dim in self._stacked_actions.items():
+        if any(view.get(key, None) is None for key in self._stacked_actions):
+            self.transform.inv(view)  # the transform reading the stack says what it expected
+        for key, offset in self._stacked_actions.items():
             value = view.get(key, None)
+            dim = view.batch_dims + offset
             if isinstance(value, torch.Tensor) and value.ndim > dim and value.shape[dim] > 0:
                 view.set(key, value.narrow(dim, 0, 1))
         return super()._check_step_input(view)

@@ -37,6 +37,7 @@ from rl_envs.transforms.macro_primitive import (
     TargetMacroAction,
 )
 from rl_envs.transforms.module_transform import ModuleTransform
+from rl_envs.transforms.multi_action import MultiAction
 from rl_envs.transforms.multi_step import MultiStepTransform
 from rl_envs.transforms.next_observation_delta import NextObservationDelta
 from rl_envs.transforms.next_state_reconstructor import NextStateReconstructor
@@ -119,6 +120,7 @@ __all__ = [
     "MacroPrimitive",
     "MacroPrimitiveTransform",
     "ModuleTransform",
+    "MultiAction",
     "MultiStepTransform",
     "NextObservationDelta",
     "NextStateReconstructor",

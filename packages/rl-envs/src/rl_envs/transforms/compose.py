@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from rl_envs.transforms._utils import NestedKey
 from rl_envs.transforms.callable import as_transform
 from rl_envs.transforms.transform import EnvSpecs, Transform
 
@@ -117,6 +118,12 @@ class Compose(Transform):
         for t in self.transforms:
             batch_size = t.transform_env_batch_size(batch_size)
         return batch_size
+
+    def _stacked_action_dims(self, action_keys: list[NestedKey]) -> dict[NestedKey, int]:
+        out: dict[NestedKey, int] = {}
+        for t in self.transforms:
+            out.update(t._stacked_action_dims(action_keys))
+        return out
 
     def transform_env_device(self, device: torch.device | None) -> torch.device | None:
         for t in self.transforms:

@@ -350,6 +350,15 @@ class Transform(nn.Module):
         """The env's batch size seen through this transform (identity by default)."""
         return batch_size
 
+    def _stacked_action_dims(self, action_keys: list[NestedKey]) -> dict[NestedKey, int]:
+        """Action entries this transform reads as a stack of any length: ``{key: dim}``,
+        the stack dim counted after the batch dims (0: the first dim after them).
+
+        The env checks the first action of such a stack against its spec (whose stack
+        dim has length 1). Empty by default; :class:`MultiAction` overrides it.
+        """
+        return {}
+
     def transform_env_device(self, device: torch.device | None) -> torch.device | None:
         """The env's device seen through this transform (identity by default; ``None``:
         the outputs live on several devices)."""
