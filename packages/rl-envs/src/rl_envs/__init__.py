@@ -54,7 +54,7 @@ from rl_envs.transformed_env import TransformedEnv
 from rl_envs.transforms import *  # noqa: F403  (the catalogue: see rl_envs.transforms.__all__)
 from rl_envs.transforms import __all__ as _transforms_all
 from rl_envs.utils import EnvCreator, EnvMetaData, check_env_specs, get_env_metadata, step_mdp
-from rl_envs.vla import ACTION_TOKENS_KEY, RobotDatasetMetadata, UniformActionTokenizer
+from rl_envs.vla import RobotDatasetMetadata, UniformActionTokenizer
 
 __version__ = _version("rl-envs")
 
@@ -125,4 +125,4 @@ __all__ += [
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
 __all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]
 __all__ += ["FinancialRegimeEnv", "TicTacToeEnv"]
-__all__ += ["ACTION_TOKENS_KEY", "RobotDatasetMetadata", "UniformActionTokenizer"]
+__all__ += ["RobotDatasetMetadata", "UniformActionTokenizer"]

@@ -9,6 +9,7 @@ from rl_envs.transforms.action_chunk import (
 from rl_envs.transforms.action_discretizer import ActionDiscretizer
 from rl_envs.transforms.action_mask import ActionMask
 from rl_envs.transforms.action_scaling import ActionScaling
+from rl_envs.transforms.action_tokenizer import ACTION_TOKENS_KEY, ActionTokenizerTransform
 from rl_envs.transforms.batch_size import BatchSizeTransform
 from rl_envs.transforms.burn_in import BurnInTransform
 from rl_envs.transforms.cat_frames import CatFrames
@@ -84,11 +85,13 @@ from rl_envs.transforms.vecnorm_v2 import VecNormV2
 __all__ = [
     "ACTION_CHUNK_KEY",
     "ACTION_IS_PAD_KEY",
+    "ACTION_TOKENS_KEY",
     "FORWARD_NOT_IMPLEMENTED",
     "ActionChunkTransform",
     "ActionDiscretizer",
     "ActionMask",
     "ActionScaling",
+    "ActionTokenizerTransform",
     "BatchSizeTransform",
     "BinarizeReward",
     "BurnInTransform",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tensordict.utils import NestedKey
 
 from rl_envs.transforms.action_chunk import ACTION_CHUNK_KEY, ACTION_IS_PAD_KEY
+from rl_envs.transforms.action_tokenizer import ACTION_TOKENS_KEY
 
 __all__ = [
     "ACTION_CHUNK_KEY",
@@ -29,4 +30,3 @@ ACTION_KEY: NestedKey = "action"
 VLA_ACTION_KEY: NestedKey = "vla_action"
 """The root of a VLA policy's outputs: ``ACTION_CHUNK_KEY`` (the ``[*B, H, A]`` chunk of
 continuous actions) and ``ACTION_TOKENS_KEY`` (their discrete token ids)."""
-ACTION_TOKENS_KEY: NestedKey = ("vla_action", "tokens")
