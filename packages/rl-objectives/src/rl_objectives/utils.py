@@ -1,16 +1,66 @@
-"""Target-network updaters (and :func:`~rl_objectives.functional.distance_loss`, re-exported)."""
+"""Target-network updaters and :func:`hold_out_net`; TorchRL's ``objectives.utils`` names
+(``distance_loss`` and the value-estimator registry functions) re-exported."""
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch import nn
 
 from rl_objectives.common import LossModule
 from rl_objectives.functional import distance_loss
+from rl_objectives.value.registry import (
+    ValueEstimators,
+    build_value_estimator,
+    default_value_kwargs,
+    dispatch_value_estimator,
+    get_value_estimator_entry,
+    register_value_estimator,
+)
 
-__all__ = ["HardUpdate", "SoftUpdate", "TargetNetUpdater", "distance_loss"]
+__all__ = [
+    "HardUpdate",
+    "SoftUpdate",
+    "TargetNetUpdater",
+    "ValueEstimators",
+    "build_value_estimator",
+    "default_value_kwargs",
+    "dispatch_value_estimator",
+    "distance_loss",
+    "get_value_estimator_entry",
+    "hold_out_net",
+    "register_value_estimator",
+]
+
+
+@contextmanager
+def hold_out_net(network: nn.Module) -> Iterator[None]:
+    """Freezes ``network``'s parameters inside the block: outputs still carry gradients
+    to the inputs, none go to the weights (e.g. a critic used by the actor's loss).
+
+    Each parameter's ``requires_grad`` is restored on exit, so blocks nest.
+
+    Examples:
+        >>> net = torch.nn.Linear(3, 1)
+        >>> with hold_out_net(net):
+        ...     net(torch.ones(1, 3)).requires_grad
+        False
+        >>> net(torch.ones(1, 3)).requires_grad
+        True
+    """
+    params = list(network.parameters())
+    previous = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(params, previous, strict=True):
+            p.requires_grad_(flag)
 
 
 class TargetNetUpdater:

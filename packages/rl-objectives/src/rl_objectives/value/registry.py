@@ -11,7 +11,8 @@ that loss: ``ClipPPOLoss(actor, critic, value_estimator=MyGAE(...))``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -19,10 +20,13 @@ from typing import Any
 from torch import nn
 
 __all__ = [
+    "ValueEstimatorEntry",
     "ValueEstimators",
     "build_value_estimator",
     "check_value_type",
     "default_value_kwargs",
+    "dispatch_value_estimator",
+    "get_value_estimator_entry",
     "register_value_estimator",
     "registered_value_estimators",
 ]
@@ -44,7 +48,22 @@ class ValueEstimators(Enum):
     MAGAE = "Multi-agent generalized advantage estimate"
 
 
-_REGISTRY: dict[Any, tuple[type, dict[str, Any]]] = {}
+@dataclass(frozen=True)
+class ValueEstimatorEntry:
+    """A registered estimator: its class and the hyper-parameters it is built with by default.
+
+    Examples:
+        >>> import rl_objectives.value
+        >>> entry = get_value_estimator_entry("td0")
+        >>> entry.cls.__name__, dict(entry.default_kwargs)
+        ('TD0Estimator', {'gamma': 0.99})
+    """
+
+    cls: type
+    default_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+_REGISTRY: dict[Any, ValueEstimatorEntry] = {}
 _CLASSES: dict[Any, type] = {}
 _CLASSES_VIEW: Mapping[Any, type] = MappingProxyType(_CLASSES)
 
@@ -102,9 +121,9 @@ def register_value_estimator(
 
     def decorator(cls: type) -> type:
         known = _REGISTRY.get(value_type)
-        if known is not None and known[0] is not cls:
+        if known is not None and known.cls is not cls:
             raise ValueError(
-                f"value estimator {value_type!r} is already registered to {known[0].__name__}; "
+                f"value estimator {value_type!r} is already registered to {known.cls.__name__}; "
                 f"registered entries cannot be replaced. Register {cls.__name__} under a new "
                 "name, or pass an instance to one loss: Loss(..., value_estimator=est)."
             )
@@ -113,7 +132,9 @@ def register_value_estimator(
                 f"value estimator name {value_type!r} would shadow the built-in "
                 f"ValueEstimators.{_BUILTIN_NAMES[value_type.lower()]}; choose another name."
             )
-        _REGISTRY[value_type] = (cls, dict(default_kwargs or {}))
+        _REGISTRY[value_type] = ValueEstimatorEntry(
+            cls, MappingProxyType(dict(default_kwargs or {}))
+        )
         _CLASSES[value_type] = cls
         return cls
 
@@ -142,7 +163,99 @@ def default_value_kwargs(value_type: Any) -> dict[str, Any]:
         >>> default_value_kwargs("gae")
         {'gamma': 0.99, 'lmbda': 0.95}
     """
-    return dict(_REGISTRY[check_value_type(value_type)][1])
+    return dict(get_value_estimator_entry(value_type).default_kwargs)
+
+
+def get_value_estimator_entry(value_type: Any) -> ValueEstimatorEntry:
+    """The registry entry of ``value_type``: an enum member (built-in or registered), a
+    registered key, or the name of a member in any case (``"gae"``, ``"GAE"``).
+
+    Raises:
+        KeyError: a string that names no registered estimator.
+        TypeError: anything else that is not registered (e.g. an int).
+
+    Examples:
+        >>> import rl_objectives.value
+        >>> get_value_estimator_entry("gae") is get_value_estimator_entry(ValueEstimators.GAE)
+        True
+    """
+    if _is_registered(value_type):
+        return _REGISTRY[value_type]
+    if isinstance(value_type, str):
+        name = value_type.lower()
+        for key, entry in _REGISTRY.items():
+            if isinstance(key, Enum) and key.name.lower() == name:
+                return entry
+        aliases = [k.name.lower() if isinstance(k, Enum) else k for k in _REGISTRY]
+        raise KeyError(f"Unknown value estimator alias {value_type!r}; known aliases: {aliases}.")
+    raise TypeError(
+        f"value_type must be a registered enum value or a string alias, got "
+        f"{type(value_type).__name__} {value_type!r}."
+    )
+
+
+def _is_registered(value_type: Any) -> bool:
+    try:
+        return value_type in _REGISTRY
+    except TypeError:  # unhashable
+        return False
+
+
+def _registry_key(value_type: Any) -> Any:
+    entry = get_value_estimator_entry(value_type)
+    return next(k for k, e in _REGISTRY.items() if e is entry)
+
+
+def dispatch_value_estimator(
+    loss_module: nn.Module,
+    value_type: Any,
+    *,
+    supported: Iterable[Any],
+    tensor_keys: Mapping[str, Any] | None = None,
+    **hyperparams: Any,
+) -> nn.Module:
+    """Builds and sets a loss's estimator, for a custom loss's ``make_value_estimator``.
+
+    Checks ``value_type`` against ``supported``, uses the loss's ``gamma`` unless
+    ``hyperparams`` has one, builds the registered class (with the loss's critic when the
+    loss offers ``_value_estimator_network``), applies ``tensor_keys`` with ``set_keys``,
+    and stores it as the loss's estimator and ``value_type``.
+
+    Raises:
+        NotImplementedError: ``value_type`` is not in ``supported`` (the message names both).
+
+    Examples:
+        >>> import torch
+        >>> import rl_objectives.value
+        >>> loss = torch.nn.Module()
+        >>> est = dispatch_value_estimator(loss, "td0", supported=[ValueEstimators.TD0], gamma=0.5)
+        >>> loss.value_type, float(est.gamma)
+        (<ValueEstimators.TD0: 'Bootstrapped TD (1-step return)'>, 0.5)
+    """
+    key = _registry_key(value_type)
+    allowed = {_registry_key(v) for v in supported}
+    if key not in allowed:
+        names = sorted(getattr(v, "name", str(v)) for v in allowed)
+        raise NotImplementedError(
+            f"Value type {key!r} is not implemented for loss {type(loss_module).__name__}. "
+            f"Supported value types: {names}."
+        )
+    gamma = getattr(loss_module, "gamma", None)
+    if gamma is not None:
+        hyperparams.setdefault("gamma", gamma)
+    network = getattr(loss_module, "_value_estimator_network", None)
+    if network is not None and "value_network" not in hyperparams:
+        hyperparams["value_network"] = network()
+    estimator = build_value_estimator(
+        key, loss=loss_module, keys=dict(tensor_keys) if tensor_keys else None, **hyperparams
+    )
+    setter = getattr(loss_module, "_set_value_estimator", None)
+    if setter is not None:
+        setter(estimator)
+    else:
+        loss_module._value_estimator = estimator
+    loss_module.value_type = key
+    return estimator
 
 
 def build_value_estimator(
@@ -168,8 +281,9 @@ def build_value_estimator(
         >>> type(est).__name__, est.gamma
         ('TD0Estimator', 0.5)
     """
-    cls, defaults = _REGISTRY[check_value_type(value_type)]
-    kwargs = {**defaults, **hyperparams}
+    entry = _REGISTRY[check_value_type(value_type)]
+    cls = entry.cls
+    kwargs = {**entry.default_kwargs, **hyperparams}
     for_loss = getattr(cls, "for_loss", None)
     if for_loss is not None and loss is not None:
         estimator = for_loss(loss, value_network=value_network, **kwargs)
