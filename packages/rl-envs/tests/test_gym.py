@@ -411,3 +411,47 @@ def test_num_workers_builds_a_parallel_env_of_gym_envs():
     finally:
         env.close()
     assert type(GymEnv("CartPole-v1", num_workers=1)) is GymEnv
+
+
+def test_register_gym_spec_conversion_for_custom_spaces():
+    from rl_envs import Bounded, Unbounded, register_gym_spec_conversion
+
+    class Parent(gym.spaces.Box):
+        pass
+
+    class Child(Parent):
+        pass
+
+    class Unknown(gym.spaces.Space):
+        pass
+
+    seen = {}
+
+    @register_gym_spec_conversion(Child)  # registered before its parent: the MRO decides
+    def _child(space, **kwargs):
+        seen["child"] = kwargs
+        return Unbounded(space.shape, dtype=torch.float32, device=kwargs["device"])
+
+    @register_gym_spec_conversion(Parent)
+    def _parent(space, **kwargs):
+        return Bounded(-5.0, 5.0, shape=space.shape, device=kwargs["device"])
+
+    class Env(gym.Env):
+        def __init__(self, space):
+            self.observation_space = space
+            self.action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2, dtype=np.float32), {}
+
+        def step(self, action):
+            return np.ones(2, dtype=np.float32), 1.0, False, False, {}
+
+    child = GymWrapper(Env(Child(-1, 1, (2,), dtype=np.float32)))
+    assert type(child.observation_spec["observation"]).__name__ == "UnboundedContinuous"
+    assert seen["child"]["action"] is False and "categorical_action_encoding" in seen["child"]
+    assert child.rollout(3)["next", "observation"].shape == (3, 2)
+    parent = GymWrapper(Env(Parent(-1, 1, (2,), dtype=np.float32)))
+    assert parent.observation_spec["observation"].space.high.max().item() == 5.0
+    with pytest.raises(TypeError, match="register_gym_spec_conversion"):
+        GymWrapper(Env(Unknown()))

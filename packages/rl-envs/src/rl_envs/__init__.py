@@ -7,7 +7,7 @@ from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
-from rl_envs.libs.gym import GymEnv, GymWrapper
+from rl_envs.libs.gym import GymEnv, GymWrapper, register_gym_spec_conversion
 from rl_envs.libs.gym_export import register_gym
 from rl_envs.libs.marl import MarlGroupMapType, check_marl_grouping
 from rl_envs.libs.pettingzoo import PettingZooEnv, PettingZooWrapper
@@ -124,5 +124,5 @@ __all__ += [
 ]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
 __all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]
-__all__ += ["FinancialRegimeEnv", "TicTacToeEnv"]
+__all__ += ["FinancialRegimeEnv", "TicTacToeEnv", "register_gym_spec_conversion"]
 __all__ += ["RobotDatasetMetadata", "UniformActionTokenizer"]

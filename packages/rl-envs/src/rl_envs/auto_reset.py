@@ -23,7 +23,8 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_envs.env_base import EnvBase
-from rl_envs.transformed_env import TransformedEnv, _flatten
+from rl_envs.transformed_env import TransformedEnv
+from rl_envs.transforms.compose import Compose
 from rl_envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, Transform
 
 __all__ = ["AutoResetEnv", "AutoResetTransform"]
@@ -176,9 +177,8 @@ class AutoResetEnv(TransformedEnv):
         else:
             out = self.base_env._reset(tensordict, **kwargs)
             self.base_env._fill_missing_done(out, reset=True)
-            for t in _flatten(self.transform):  # a full reset: what a done step kept is stale
-                if isinstance(t, AutoResetTransform):
-                    t._saved = {}
+            for t in _auto_reset_transforms(self.transform):  # a full reset: stale values
+                t._saved = {}
         source = tensordict if tensordict is not None else out.empty()
         return self.transform.reset(source, out)
 
@@ -187,6 +187,15 @@ class AutoResetEnv(TransformedEnv):
             f"Cannot insert a transform in {type(self).__name__}: wrap it instead, "
             "TransformedEnv(env, transform)."
         )
+
+
+def _auto_reset_transforms(transform: Transform) -> list[AutoResetTransform]:
+    """The AutoResetTransforms in ``transform`` (itself, or inside nested Composes)."""
+    if isinstance(transform, AutoResetTransform):
+        return [transform]
+    if isinstance(transform, Compose):
+        return [t for sub in transform.transforms for t in _auto_reset_transforms(sub)]
+    return []
 
 
 def _wrap(env: EnvBase, replace: bool) -> AutoResetEnv:

@@ -58,8 +58,45 @@ def gymnasium_module() -> Any:
     return gymnasium
 
 
+_CONVERSIONS: dict[type, Callable[..., Any]] = {}
+
+
+def register_gym_spec_conversion(
+    space_type: type,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Registers how a Gymnasium space class becomes a spec (a decorator; TorchRL's name).
+
+    The decorated function is called as ``fn(space, action=..., categorical_action_encoding=
+    ..., device=...)`` for every space that is an instance of ``space_type`` (the closest
+    registered class in its MRO wins, before the built-in conversions) and returns a tensor
+    spec (``Bounded``, ``Unbounded``, ``Categorical``...) of the values the env produces.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from rl_envs import Unbounded
+        >>> class Ray(gym.spaces.Box):  # a custom space: unbounded rays
+        ...     pass
+        >>> @register_gym_spec_conversion(Ray)
+        ... def _(space, **kwargs):
+        ...     return Unbounded(space.shape, device=kwargs["device"])
+        >>> leaf_spec(Ray(0, 1, (3,)), action=False, categorical=False, device=torch.device("cpu"))
+        UnboundedContinuous(...)
+    """
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _CONVERSIONS[space_type] = fn
+        return fn
+
+    return register
+
+
 def leaf_spec(space: Any, *, action: bool, categorical: bool, device: torch.device) -> Any:
-    """The spec of a non-structured space (see the module table)."""
+    """The spec of a non-structured space (see the module table and
+    :func:`register_gym_spec_conversion`)."""
+    for cls in type(space).__mro__:
+        fn = _CONVERSIONS.get(cls)
+        if fn is not None:
+            return fn(space, action=action, categorical_action_encoding=categorical, device=device)
     spaces = gymnasium_module().spaces
     if isinstance(space, spaces.Box):
         dtype = torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
@@ -96,7 +133,8 @@ def leaf_spec(space: Any, *, action: bool, categorical: bool, device: torch.devi
         return Binary(shape[-1], shape=shape, dtype=torch.int8, device=device)
     raise TypeError(
         f"Unsupported Gymnasium space {space!r}: rl_envs handles Box, Discrete, MultiDiscrete, "
-        "MultiBinary, Dict and Tuple. Wrap the env with a gymnasium ObservationWrapper / "
+        "MultiBinary, Dict and Tuple. Register a conversion for its class with "
+        "register_gym_spec_conversion, or wrap the env with a gymnasium ObservationWrapper / "
         "ActionWrapper that maps it to one of these."
     )
 

@@ -46,12 +46,20 @@ from rl_envs.batched.parallel import ParallelEnv
 from rl_envs.env_base import EnvBase
 from rl_envs.libs import _gym_fast, _state
 from rl_envs.libs import _gym_spaces as gs
+from rl_envs.libs._gym_spaces import register_gym_spec_conversion
 from rl_envs.libs.backend import gym_backend, set_gym_backend  # TorchRL exposes them here too
 from rl_envs.libs.gym_binding import GymBinding, ObsReader
 from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.specs import Bounded, Categorical, Unbounded
 
-__all__ = ["GymBinding", "GymEnv", "GymWrapper", "gym_backend", "set_gym_backend"]
+__all__ = [
+    "GymBinding",
+    "GymEnv",
+    "GymWrapper",
+    "gym_backend",
+    "register_gym_spec_conversion",
+    "set_gym_backend",
+]
 
 _INSTALL = (
     "Gymnasium is not installed: install the extra with `pip install 'rl-envs[gym]'` "
