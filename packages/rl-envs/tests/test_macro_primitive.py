@@ -10,14 +10,18 @@ from tensordict import TensorDict
 from rl_envs import (
     Bounded,
     Categorical,
+    Compose,
     Composite,
     HumanoidMacroAction,
     MacroActionEnv,
     MacroPrimitive,
     MacroPrimitiveTransform,
+    MultiAction,
     PendulumEnv,
     TargetMacroAction,
+    TransformedEnv,
     Unbounded,
+    URScriptPrimitiveTransform,
 )
 from rl_envs.transforms.macro_primitive import interpolate_macro
 
@@ -108,3 +112,24 @@ def test_expand_drives_macro_action_env_like_a_manual_loop():
         ref = nxt
     torch.testing.assert_close(out["reward"], total)
     torch.testing.assert_close(out["observation"], nxt["observation"])
+
+
+def test_execute_runs_the_whole_macro_in_one_env_step():
+    t = MacroPrimitiveTransform(action_dim=1, macro_steps=3, settle_steps=1, execute=True)
+    assert isinstance(t, Compose) and isinstance(t[0], MultiAction)
+    assert isinstance(t[1], MacroPrimitiveTransform)
+    env = TransformedEnv(PendulumEnv(batch_size=[2]), t)
+    twin = PendulumEnv(batch_size=[2])
+    env.set_seed(5)
+    twin.set_seed(5)
+    td, ref = env.reset(), twin.reset()
+    target = torch.tensor([[1.2], [-0.9]])
+    out = env.step(td.set("action", TargetMacroAction.move(target, steps=3, settle_steps=1)))
+    rewards = []
+    for frac in (1 / 3, 2 / 3, 1.0, 1.0):
+        ref = twin.step(ref.set("action", frac * target))["next"]
+        rewards.append(ref["reward"])
+    torch.testing.assert_close(out["next", "reward"], torch.stack(rewards, 1))  # stacked
+    torch.testing.assert_close(out["next", "observation"], ref["observation"])
+    ur = URScriptPrimitiveTransform(macro_steps=2, execute=True, stack_rewards=False)
+    assert isinstance(ur[1], URScriptPrimitiveTransform) and not ur[0].stack_rewards

@@ -20,6 +20,8 @@ from tensordict import TensorClass, TensorDictBase
 from tensordict.utils import NestedKey, unravel_key
 
 from rl_envs.specs import Categorical, Composite, Unbounded
+from rl_envs.transforms.compose import Compose
+from rl_envs.transforms.multi_action import MultiAction
 from rl_envs.transforms.transform import Transform
 
 __all__ = [
@@ -192,6 +194,10 @@ class MacroPrimitiveTransform(Transform):
         macro_steps: interpolation steps when the action does not say (16).
         settle_steps: held repeats when the action does not say (0).
         action_dim: the low-level action size (else read from the action spec).
+        execute: return ``Compose(MultiAction(...), transform)`` instead, so that one step
+            of the env runs the whole sequence (TorchRL's constructor).
+        multi_action_dim, stack_rewards, stack_observations: that ``MultiAction``'s
+            ``dim``, ``stack_rewards`` and ``stack_observations``.
 
     Example:
         >>> from tensordict import TensorDict
@@ -202,6 +208,27 @@ class MacroPrimitiveTransform(Transform):
 
     primitive_enum: type[IntEnum] = MacroPrimitive
 
+    def __new__(
+        cls,
+        *args: Any,
+        execute: bool = False,
+        multi_action_dim: int = 1,
+        stack_rewards: bool = True,
+        stack_observations: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        if not execute:
+            return super().__new__(cls)
+        # TorchRL's constructor: the expansion and, before it, the MultiAction running it
+        return Compose(
+            MultiAction(
+                dim=multi_action_dim,
+                stack_rewards=stack_rewards,
+                stack_observations=stack_observations,
+            ),
+            cls(*args, **kwargs),
+        )
+
     def __init__(
         self,
         *,
@@ -209,7 +236,12 @@ class MacroPrimitiveTransform(Transform):
         macro_steps: int = 16,
         settle_steps: int = 0,
         action_dim: int | None = None,
+        execute: bool = False,
+        multi_action_dim: int = 1,
+        stack_rewards: bool = True,
+        stack_observations: bool = False,
     ) -> None:
+        del execute, multi_action_dim, stack_rewards, stack_observations  # read by __new__
         super().__init__()
         if macro_steps < 1 or settle_steps < 0:
             raise ValueError(
@@ -231,7 +263,8 @@ class MacroPrimitiveTransform(Transform):
 
     def expand(self, action: Any, root: TensorDictBase) -> torch.Tensor:
         """The plan ``[T, *B, action_dim]`` of ``action`` given the observations ``root``:
-        the ``expand`` argument of :class:`~rl_envs.MacroActionEnv`."""
+        the ``expand`` argument of :class:`~rl_envs.MacroActionEnv` (which sums the rewards;
+        ``execute=True`` stacks them)."""
         td = root.exclude(self.action_key).set(self.action_key, action)
         return self.inv(td).get(self.action_key).movedim(-2, 0)
 

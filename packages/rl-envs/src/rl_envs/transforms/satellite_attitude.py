@@ -156,7 +156,8 @@ class SatelliteAttitudeTransform(MacroPrimitiveTransform):
             ``action_scale``, else 3.0).
         attitude_gain, angular_rate_gain: the PD gains (5.0, 8.0).
         jacobian_rotor_h: rotor momentum used in the Jacobian (1.0).
-        action_key, macro_steps, settle_steps: see :class:`MacroPrimitiveTransform`.
+        action_key, macro_steps, settle_steps, **execution: see
+            :class:`MacroPrimitiveTransform` (``execute=True`` returns a ``Compose``).
 
     Example:
         >>> from tensordict import TensorDict
@@ -178,6 +179,7 @@ class SatelliteAttitudeTransform(MacroPrimitiveTransform):
         action_key: NestedKey = "action",
         macro_steps: int = 36,
         settle_steps: int = 8,
+        **execution: Any,
     ) -> None:
         gimbal, rotor = cmg_geometry(num_cmgs)
         super().__init__(
@@ -185,6 +187,7 @@ class SatelliteAttitudeTransform(MacroPrimitiveTransform):
             macro_steps=macro_steps,
             settle_steps=settle_steps,
             action_dim=num_cmgs,
+            **execution,
         )
         self.num_cmgs = num_cmgs
         self.action_scale = action_scale

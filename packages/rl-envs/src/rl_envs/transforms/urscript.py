@@ -347,6 +347,8 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         action_dim: 6 joints + 1 gripper (7).
         cartesian_solver: a :class:`CartesianSolver`.
         open_gripper_ctrl, close_gripper_ctrl: the gripper commands (0, 255).
+        **execution: ``execute`` and the ``MultiAction`` options of
+            :class:`MacroPrimitiveTransform` (``execute=True`` returns a ``Compose``).
 
     Example:
         >>> from tensordict import TensorDict
@@ -370,12 +372,14 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         cartesian_solver: CartesianSolver | Callable[..., torch.Tensor] | None = None,
         open_gripper_ctrl: float = 0.0,
         close_gripper_ctrl: float = 255.0,
+        **execution: Any,
     ) -> None:
         super().__init__(
             action_key=action_key,
             macro_steps=macro_steps,
             settle_steps=settle_steps,
             action_dim=action_dim,
+            **execution,
         )
         self.robot_qpos_key = robot_qpos_key
         self.gripper_qpos_key = gripper_qpos_key
