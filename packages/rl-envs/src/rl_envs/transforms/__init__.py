@@ -16,6 +16,7 @@ from rl_envs.transforms.cat_frames import CatFrames
 from rl_envs.transforms.cat_tensors import CatTensors
 from rl_envs.transforms.clip import ClipTransform
 from rl_envs.transforms.compose import Compose
+from rl_envs.transforms.conditional_policy_switch import ConditionalPolicySwitch
 from rl_envs.transforms.conditional_skip import ConditionalSkip
 from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
@@ -101,6 +102,7 @@ __all__ = [
     "CenterCrop",
     "ClipTransform",
     "Compose",
+    "ConditionalPolicySwitch",
     "ConditionalSkip",
     "Crop",
     "DTypeCastTransform",
