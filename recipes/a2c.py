@@ -8,6 +8,7 @@ and slow to reach good returns on MuJoCo tasks (``--env InvertedPendulum-v5`` al
 
     uv run recipes/a2c.py                        # CartPole-v1, 500k frames
     uv run recipes/a2c.py --smoke                # a few seconds, end to end
+    uv run recipes/a2c.py --preset zoo-halfcheetah  # HalfCheetah-v5, 1M frames, RL Zoo's setting
     uv run recipes/a2c.py --resume runs/a2c/checkpoint.pt
 """
 
@@ -37,7 +38,17 @@ from torch import nn
 from torch.distributions import Categorical
 
 from rl_collectors import Collector
-from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_envs import (
+    ClipTransform,
+    Compose,
+    DoubleToFloat,
+    GymEnv,
+    NormalizeReward,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+    VecNorm,
+)
 from rl_modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_objectives import GAE, A2CLoss
 
@@ -68,6 +79,9 @@ class Config(RunConfig):
     """Gradient clipping norm."""
     hidden: int = 64
     """Width of the two hidden layers of actor and critic."""
+    normalize: bool = False
+    """Normalise observations (running statistics, clipped at 10) and training rewards (by
+    the discounted return's std), as SB3's VecNormalize."""
     eval_every: int = 20_000
     checkpoint_every: int = 100_000
     output_dir: str = "runs/a2c"
@@ -78,12 +92,32 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "checkpoint_every": 1_000,
     }
+    PRESETS: ClassVar[dict[str, dict[str, object]]] = {
+        # RL Baselines3 Zoo's A2C for HalfCheetah (hyperparams/a2c.yml: SB3's defaults with
+        # VecNormalize; benchmark.md 3041 +- 157 at 1M): one env, 5-step rollouts.
+        "zoo-halfcheetah": {
+            "env": "HalfCheetah-v5",
+            "num_envs": 1,
+            "frames_per_batch": 5,
+            "total_frames": 1_000_000,
+            "normalize": True,
+            "eval_every": 50_000,
+            "checkpoint_every": 250_000,
+        },
+    }
 
 
-def make_env(cfg: Config, num_envs: int) -> TransformedEnv:
+def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm | None, train: bool) -> TransformedEnv:
+    """The task; with ``vecnorm`` observations are normalised and clipped at 10, and training
+    rewards are scaled after RewardSum (logged and evaluated returns stay raw)."""
     # integer actions (a Categorical spec), as the Categorical policy samples them
     base = GymEnv(cfg.env, num_envs if num_envs > 1 else 0, categorical_action_encoding=True)
-    return TransformedEnv(base, Compose(DoubleToFloat(), StepCounter(), RewardSum()))
+    transforms = [DoubleToFloat(), StepCounter(), RewardSum()]
+    if vecnorm is not None:
+        transforms[:1] = [DoubleToFloat(), vecnorm, ClipTransform(["observation"], low=-10.0, high=10.0)]
+        if train:
+            transforms.append(NormalizeReward(gamma=cfg.gamma))
+    return TransformedEnv(base, Compose(*transforms))
 
 
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
@@ -124,9 +158,11 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     out = Path(cfg.output_dir)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    env = make_env(cfg, cfg.num_envs)
+    vecnorm = VecNorm(in_keys=["observation"], decay=0.99999) if cfg.normalize else None
+    env = make_env(cfg, cfg.num_envs, vecnorm, train=True)
     env.set_seed(cfg.seed)
-    eval_env = make_env(cfg, 1)
+    eval_vecnorm = VecNorm(in_keys=["observation"], decay=0.99999) if cfg.normalize else None
+    eval_env = make_env(cfg, 1, eval_vecnorm, train=False)
     actor, critic = make_agent(cfg, env)
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic, average_gae=False)
     loss_fn = A2CLoss(
@@ -166,6 +202,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         if frames >= next_eval:
             next_eval += cfg.eval_every
             logger.log(frames, loss=total.item(), **diagnostics.pop())
+            if vecnorm is not None:  # the training statistics, fixed during the evaluation
+                eval_vecnorm.load_state_dict(vecnorm.state_dict())
+                eval_vecnorm.frozen = True
             eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
             logger.log(frames, **{"eval/return": eval_return})
         stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
