@@ -81,3 +81,43 @@ def test_torch_squeeze_unsqueeze_of_specs() -> None:
     assert torch.unsqueeze(spec, 0).shape == (1, 1, 3)
     with pytest.raises(TypeError, match="does not apply to specs"):
         torch.cat([spec, spec])
+
+
+def _hetero() -> StackedComposite:
+    a = Composite(action=Bounded(-1.0, 1.0, shape=(3,)))
+    b = Composite(action=Bounded(-1.0, 1.0, shape=(2,)))
+    return torch.stack([a, b, b.clone()], 0)
+
+
+def test_composite_holds_a_lazy_stack_as_an_entry() -> None:
+    # TorchRL's heterogeneous envs: Composite(lazy=torch.stack(per-agent Composites))
+    spec = Composite(lazy=_hetero(), state=Unbounded(shape=(4,)))
+    assert spec.keys(True, True) == [("lazy", "action"), "state"]
+    assert ("lazy", "action") in spec.keys(True)
+    assert isinstance(spec["lazy", "action"], Stacked) and spec["lazy", "action"].shape == (3, -1)
+    td = spec.rand()
+    assert isinstance(td.get("lazy"), LazyStackedTensorDict)
+    assert [t["action"].shape for t in td["lazy"].tensordicts] == [(3,), (2,), (2,)]
+    assert spec.is_in(td) and spec.explain(td) is None
+    td["lazy"].tensordicts[1]["action"] += 5.0
+    assert not spec.is_in(td)
+    spec.project(td)
+    assert spec.is_in(td) and bool((td["lazy"].tensordicts[1]["action"] <= 1).all())
+    assert spec.clone() == spec
+
+
+def test_a_composite_with_a_lazy_stack_expands_and_indexes_along_its_batch() -> None:
+    spec = Composite(lazy=_hetero()).expand(2)
+    assert spec.shape == (2,) and spec["lazy"].shape == (2, 3) and spec["lazy"].dim == 1
+    assert spec["lazy", "action"].shape == (2, 3, -1)
+    td = spec.zero()
+    assert td.batch_size == (2,) and td["lazy"].batch_size == (2, 3)
+    assert [t["action"].shape for t in td["lazy"].unbind(1)] == [(2, 3), (2, 2), (2, 2)]
+    first = spec[0]
+    assert first.shape == () and first["lazy"] == _hetero()
+    member = spec["lazy"][:, 1]
+    assert member == Composite(action=Bounded(-1.0, 1.0, shape=(2,))).expand(2)
+    assert spec["lazy"].unsqueeze(0).shape == (1, 2, 3)
+    assert spec["lazy"].unsqueeze(0).squeeze(0) == spec["lazy"]
+    with pytest.raises(ValueError, match="only get leading dims"):
+        spec["lazy"].expand(2, 4)

@@ -54,8 +54,12 @@ def check_action_structure(
     """
     missing: list[NestedKey] = []
     for key in action_keys:
-        value = td.get(key, None)
         spec = action_spec[key]
+        if _ragged(spec):
+            if key not in td.keys(True, True):
+                missing.append(key)
+            continue
+        value = td.get(key, None)
         if value is None:
             missing.append(key)
             continue
@@ -79,6 +83,12 @@ def check_action_structure(
                 f"with device={str(value.device)!r}."
             )
     return missing
+
+
+def _ragged(spec: Any) -> bool:
+    """A lazy stack of actions that differ in shape (``-1`` dims): no one tensor to read, so
+    the checks here skip it (the env reads each member's action from the lazy stack)."""
+    return -1 in spec.shape
 
 
 def _same_cpu(a: torch.device, b: Any) -> bool:
@@ -115,6 +125,8 @@ def check_action_in_spec(
     """
     for key in action_keys:
         spec = action_spec[key]
+        if _ragged(spec):
+            continue
         value = td.get(key)
         if value.shape != spec.shape:
             raise ValueError(
@@ -157,6 +169,8 @@ def warn_once_if_out_of_spec(
         return
     for key in action_keys:
         spec = action_spec[key]
+        if _ragged(spec):
+            continue
         value = td.get(key, None)
         if value is None or not isinstance(value, torch.Tensor):
             continue

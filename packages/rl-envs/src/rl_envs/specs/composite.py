@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rl_envs.specs import _registry
 from rl_envs.specs._base import (
     ShapeLike,
     TensorSpec,
@@ -41,6 +42,15 @@ def _is_key(key: Any) -> bool:
     return isinstance(key, str) or (
         isinstance(key, tuple) and len(key) > 0 and all(isinstance(k, str) for k in key)
     )
+
+
+def _lazy_stack_types() -> tuple[type, ...]:
+    """The lazy stacks a Composite may hold as entries (registered by ``stacked.py``)."""
+    return (_registry.lookup("Stacked"), _registry.lookup("StackedComposite"))
+
+
+def _is_stacked_composite(value: Any) -> bool:
+    return isinstance(value, _registry.lookup("StackedComposite"))
 
 
 def _indent(text: str) -> str:
@@ -215,6 +225,8 @@ class Composite:
         if _is_key(key):
             node: Any = self
             for i, k in enumerate(key):
+                if _is_stacked_composite(node):
+                    return node[key[i:]]
                 if not isinstance(node, Composite):
                     raise KeyError(
                         f"Key {key!r}: {key[:i]!r} is a {type(node).__name__}, not a Composite, "
@@ -270,7 +282,7 @@ class Composite:
             return None
         if isinstance(value, Mapping) and not isinstance(value, Composite):
             value = Composite(value, shape=self.shape, device=self._device)
-        if not isinstance(value, (TensorSpec, Composite)):
+        if not isinstance(value, (TensorSpec, Composite, *_lazy_stack_types())):
             raise TypeError(
                 f"Composite entry {key!r} must be a spec or a mapping of specs, got "
                 f"{type(value).__name__}."
@@ -309,7 +321,7 @@ class Composite:
         if key is not None:
             self[key].type_check(value, key)
             return
-        for k, spec in self.items(True, True):
+        for k, spec in self._checked_leaves():
             item = value.get(k, None) if spec is not None else None
             if item is not None:
                 spec.type_check(item, k)
@@ -383,13 +395,24 @@ class Composite:
         """``(key, spec)`` pairs; see :meth:`keys`."""
         out: list[tuple[NestedKey, Any]] = []
         for key, value in self._specs.items():
-            is_comp = isinstance(value, Composite)
+            is_comp = isinstance(value, Composite) or _is_stacked_composite(value)
             if not (leaves_only and is_comp):
                 out.append((key, value))
             if include_nested and is_comp:
                 for sub_key, sub in value.items(True, leaves_only):
                     sk = sub_key if isinstance(sub_key, tuple) else (sub_key,)
                     out.append(((key, *sk), sub))
+        return out
+
+    def _checked_leaves(self) -> list[tuple[NestedKey, Any]]:
+        """``items(True, True)``, but a lazy stack of Composites is one leaf: its entries may
+        differ in shape between members, so a TensorDict holds no one tensor for them."""
+        out: list[tuple[NestedKey, Any]] = []
+        for key, value in self._specs.items():
+            if isinstance(value, Composite):
+                out += [((key, *_key_tuple(k)), v) for k, v in value._checked_leaves()]
+            else:
+                out.append((key, value))
         return out
 
     def values(self, include_nested: bool = False, leaves_only: bool = False) -> list[Any]:
@@ -461,7 +484,7 @@ class Composite:
         """Why ``val`` is not in the spec (naming the key), or ``None`` when it is."""
         if not isinstance(val, TensorDictBase):
             return f"expected a TensorDict, got {type(val).__name__}"
-        for key, spec in self.items(include_nested=True, leaves_only=True):
+        for key, spec in self._checked_leaves():
             if spec is None:
                 continue
             item = val.get(key, None)

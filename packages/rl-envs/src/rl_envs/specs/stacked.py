@@ -21,7 +21,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
 from rl_envs.specs import _registry
-from rl_envs.specs._base import ShapeLike, TensorSpec, as_size
+from rl_envs.specs._base import ShapeLike, TensorSpec, as_size, shape_args
 from rl_envs.specs.composite import Composite
 
 __all__ = ["Stacked", "StackedComposite", "stack_specs"]
@@ -113,19 +113,71 @@ class _LazyStack:
         return self.shape[0]
 
     def _member(self, idx: Any) -> Any:
-        if self.dim == 0 and isinstance(idx, int):
-            return self._specs[idx]
-        if (
-            isinstance(idx, tuple)
-            and len(idx) == self.dim + 1
-            and isinstance(idx[-1], int)
-            and all(i == slice(None) for i in idx[:-1])
-        ):
-            return self._specs[idx[-1]]
-        raise IndexError(
-            f"{type(self).__name__}[{idx!r}]: only an int on the stack dim ({self.dim}) is "
-            f"supported, e.g. spec[{'(slice(None),) * dim + (i,)' if self.dim else 'i'}]."
+        """``spec[idx]``: an int on the stack dim gives that member; other dims index the members.
+
+        A slice / list on the stack dim keeps a stack of the members it picks.
+        """
+        idx_t = idx if isinstance(idx, tuple) else (idx,)
+        if any(i is Ellipsis or i is None for i in idx_t) or len(idx_t) > self.ndim:
+            raise IndexError(
+                f"{type(self).__name__}[{idx!r}]: index the dims one by one with ints, slices or "
+                f"lists (no Ellipsis / None), at most {self.ndim} of them."
+            )
+        pre, rest = idx_t[: self.dim], idx_t[self.dim :]
+        at = rest[0] if rest else slice(None)
+        sub = pre + rest[1:]
+        if isinstance(at, int):
+            member = self._specs[at]
+            return member[sub] if sub else member
+        if isinstance(at, slice):
+            picked = self._specs[at]
+        else:
+            picked = [self._specs[int(i)] for i in torch.as_tensor(at).reshape(-1)]
+        removed = sum(isinstance(i, int) for i in pre)
+        return type(self)(*[m[sub] if sub else m for m in picked], dim=self.dim - removed)
+
+    def expand(self, *shape: Any) -> Any:
+        """The stack with leading dims added: every member is expanded by them.
+
+        ``-1`` (and the stack's own sizes) keep a dim as it is.
+        """
+        new = shape_args(shape)
+        lead = len(new) - self.ndim
+        if lead < 0 or any(t not in (-1, s) for t, s in zip(new[lead:], self.shape, strict=True)):
+            raise ValueError(
+                f"{type(self).__name__}.expand{tuple(new)}: a lazy stack of shape "
+                f"{tuple(self.shape)} can only get leading dims, e.g. expand(2, "
+                f"{', '.join(map(str, self.shape))})."
+            )
+        lead_shape = new[:lead]
+        return type(self)(
+            *[s.expand(*lead_shape, *s.shape) for s in self._specs], dim=self.dim + lead
         )
+
+    def unsqueeze(self, dim: int) -> Any:
+        """A size-1 dim inserted at ``dim`` (in every member; the stack dim shifts after it)."""
+        d = dim + self.ndim + 1 if dim < 0 else dim
+        if not 0 <= d <= self.ndim:
+            raise ValueError(f"{type(self).__name__}.unsqueeze({dim}): dim out of range.")
+        if d <= self.dim:
+            return type(self)(*[s.unsqueeze(d) for s in self._specs], dim=self.dim + 1)
+        return type(self)(*[s.unsqueeze(d - 1) for s in self._specs], dim=self.dim)
+
+    def squeeze(self, dim: int | None = None) -> Any:
+        """Size-1 dims removed (all of them or ``dim``); a stack of one member gives the member."""
+        if dim is None:
+            out = self
+            for d in reversed([i for i, s in enumerate(self.shape) if s == 1]):
+                out = out.squeeze(d)
+            return out
+        d = dim + self.ndim if dim < 0 else dim
+        if self.shape[d] != 1:
+            return self.clone()
+        if d == self.dim:
+            return self._specs[0].clone()
+        if d < self.dim:
+            return type(self)(*[s.squeeze(d) for s in self._specs], dim=self.dim - 1)
+        return type(self)(*[s.squeeze(d - 1) for s in self._specs], dim=self.dim)
 
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         """The members, when ``dim`` is the stack dim."""
@@ -148,6 +200,10 @@ class _LazyStack:
     def cpu(self) -> Any:
         """Every member on the CPU."""
         return self.to("cpu")
+
+    def explain(self, val: Any) -> str | None:
+        """Why ``val`` is not in the stack, or ``None`` when it is."""
+        return None if self.is_in(val) else f"not in the lazily stacked {type(self).__name__}"
 
     def type_check(self, value: Any, key: Any = None) -> None:
         """Checks each slice along the stack dim against its member's dtypes."""
@@ -182,6 +238,7 @@ class _LazyStack:
         raise TypeError(f"torch.{getattr(func, '__name__', func)} does not apply to lazy stacks.")
 
 
+@_registry.register
 class Stacked(_LazyStack):
     """A lazy stack of leaf specs of one type that differ (e.g. in shape or bounds).
 
@@ -233,6 +290,12 @@ class Stacked(_LazyStack):
         """One all-ones value per member, stacked."""
         return self._values("one", shape)
 
+    def project(self, val: torch.Tensor) -> torch.Tensor:
+        """Each slice of ``val`` along the stack dim projected into its member."""
+        d = val.ndim - self.ndim + self.dim
+        parts = [s.project(p) for s, p in zip(self._specs, val.unbind(d), strict=True)]
+        return torch.stack(parts, d)
+
     def is_in(self, val: Any) -> bool:
         """Whether each slice of ``val`` along the stack dim is in its member."""
         if not isinstance(val, torch.Tensor):
@@ -249,6 +312,7 @@ class Stacked(_LazyStack):
         )
 
 
+@_registry.register
 class StackedComposite(_LazyStack):
     """A lazy stack of Composites that differ: the spec of a ``LazyStackedTensorDict``.
 
@@ -280,6 +344,23 @@ class StackedComposite(_LazyStack):
         first = self._specs[0].keys(include_nested, leaves_only)
         rest = [set(s.keys(include_nested, leaves_only)) for s in self._specs[1:]]
         return [k for k in first if all(k in r for r in rest)]
+
+    def items(
+        self, include_nested: bool = False, leaves_only: bool = False
+    ) -> list[tuple[Any, Any]]:
+        """``(key, spec[key])`` for the keys every member has; see :meth:`keys`."""
+        return [(k, self[k]) for k in self.keys(include_nested, leaves_only)]
+
+    def values(self, include_nested: bool = False, leaves_only: bool = False) -> list[Any]:
+        """``spec[key]`` for the keys every member has; see :meth:`keys`."""
+        return [v for _, v in self.items(include_nested, leaves_only)]
+
+    def project(self, val: TensorDictBase) -> TensorDictBase:
+        """Projects each slice of ``val`` along the stack dim into its member, in place."""
+        d = val.ndim - self.ndim + self.dim
+        for spec, part in zip(self._specs, val.unbind(d), strict=True):
+            spec.project(part)
+        return val
 
     def __contains__(self, key: object) -> bool:
         return all(key in s for s in self._specs)
