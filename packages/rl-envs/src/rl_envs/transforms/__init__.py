@@ -22,6 +22,7 @@ from rl_envs.transforms.crop import Crop
 from rl_envs.transforms.device_cast import DeviceCastTransform
 from rl_envs.transforms.discrete_action_projection import DiscreteActionProjection
 from rl_envs.transforms.dtype_cast import DoubleToFloat, DTypeCastTransform
+from rl_envs.transforms.end_of_life import EndOfLifeTransform
 from rl_envs.transforms.expand_as import ExpandAs
 from rl_envs.transforms.finite_check import FiniteTensorDictCheck
 from rl_envs.transforms.frame_skip import FrameSkipTransform
@@ -109,6 +110,7 @@ __all__ = [
     "DeviceCastTransform",
     "DiscreteActionProjection",
     "DoubleToFloat",
+    "EndOfLifeTransform",
     "EnvSpecs",
     "ExcludeTransform",
     "ExpandAs",
