@@ -45,6 +45,7 @@ from rl_collectors._policy import (
     policy_state_dict,
     resolve_exploration_type,
 )
+from rl_collectors._policy_transforms import register_policy_transforms
 from rl_collectors._trajs import TrajectoryBatching
 from rl_collectors.weight_sync import WeightSyncScheme, policy_scheme
 
@@ -188,6 +189,11 @@ class Collector(TrajectoryBatching, BackgroundCollection):
             ``replay_buffer``, trajectories are written there as flat time steps.
         trajs_per_write: with ``trajs_per_batch`` and a ``replay_buffer``: trajectories per
             ``extend`` call (default: all those finished after each collected batch).
+        auto_register_policy_transforms: ``True`` appends to the env the ``InitTracker`` and
+            ``TensorDictPrimer`` the policy's recurrent modules (those exposing
+            ``make_tensordict_primer()``) need and the env's specs lack; ``False`` never
+            changes the env; ``None`` (TorchRL 0.14's default) changes nothing but warns
+            (``FutureWarning``) when something is missing.
         trust_policy: ``True`` calls the policy as given; otherwise an ``nn.Module`` whose
             ``forward`` takes observation tensors by name (``forward(self, observation)``) is
             wrapped in a ``TensorDictModule`` writing ``"action"`` (and ``"output<i>"`` for
@@ -247,6 +253,7 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         trajs_per_batch: int | None = None,
         traj_format: str | None = None,
         trajs_per_write: int | None = None,
+        auto_register_policy_transforms: bool | None = None,
     ) -> None:
         if policy_factory is not None:
             if policy is not None:
@@ -266,6 +273,9 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         if max_frames_per_traj is not None and max_frames_per_traj <= 0:
             max_frames_per_traj = None  # TorchRL's reading: 0 or negative means no limit
         self.env = _make_env(create_env_fn, create_env_kwargs)
+        self.env = register_policy_transforms(
+            self.env, policy, auto_register_policy_transforms, type(self).__name__
+        )
         if max_frames_per_traj is not None:
             _refuse_a_second_step_counter(self.env)
         self.batch_size = torch.Size(self.env.batch_size)
