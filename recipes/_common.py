@@ -35,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
+from torch import nn
 
 C = TypeVar("C")
 
@@ -163,6 +164,14 @@ def _recipe_fields_first(cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in fields if f.name not in inherited] + [
         f for f in fields if f.name in inherited
     ]
+
+
+def orthogonal_init(mlp: nn.Module, last_gain: float) -> None:
+    """Orthogonal weights, zero biases; a small last layer keeps the first policy near-uniform."""
+    linears = [m for m in mlp.modules() if isinstance(m, nn.Linear)]
+    for layer in linears:
+        nn.init.orthogonal_(layer.weight, gain=last_gain if layer is linears[-1] else 2**0.5)
+        nn.init.zeros_(layer.bias)
 
 
 def seed_everything(seed: int) -> None:

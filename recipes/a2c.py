@@ -28,12 +28,13 @@ from _common import (
     evaluate,
     finish_run,
     load_checkpoint,
+    orthogonal_init,
     parse_config,
     run_counters,
     save_checkpoint,
     seed_everything,
 )
-from tensordict.nn import NormalParamExtractor, TensorDictModule
+from tensordict.nn import TensorDictModule
 from torch import nn
 from torch.distributions import Categorical
 
@@ -49,7 +50,13 @@ from rl_envs import (
     TransformedEnv,
     VecNorm,
 )
-from rl_modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from rl_modules import (
+    MLP,
+    AddStateIndependentNormalScale,
+    ProbabilisticActor,
+    TanhNormal,
+    ValueOperator,
+)
 from rl_objectives import GAE, A2CLoss
 
 
@@ -114,7 +121,11 @@ def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm | None, train: bool) -
     base = GymEnv(cfg.env, num_envs if num_envs > 1 else 0, categorical_action_encoding=True)
     transforms = [DoubleToFloat(), StepCounter(), RewardSum()]
     if vecnorm is not None:
-        transforms[:1] = [DoubleToFloat(), vecnorm, ClipTransform(["observation"], low=-10.0, high=10.0)]
+        transforms[:1] = [
+            DoubleToFloat(),
+            vecnorm,
+            ClipTransform(["observation"], low=-10.0, high=10.0),
+        ]
         if train:
             transforms.append(NormalizeReward(gamma=cfg.gamma))
     return TransformedEnv(base, Compose(*transforms))
@@ -124,8 +135,9 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
     action_spec = env.action_spec_unbatched
     obs_dim = env.observation_spec["observation"].shape[-1]
     discrete = action_spec.dtype in (torch.int64, torch.long, torch.bool)
-    n_out = action_spec.n if discrete else 2 * action_spec.shape[-1]
+    n_out = action_spec.n if discrete else action_spec.shape[-1]
     body = MLP(obs_dim, n_out, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
+    critic_body = MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
     if discrete:
         actor = ProbabilisticActor(
             TensorDictModule(body, in_keys=["observation"], out_keys=["logits"]),
@@ -135,9 +147,13 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
             return_log_prob=True,
         )
     else:
+        # SB3's continuous A2C: a state-independent log-std (starting at 0) and orthogonal
+        # weights; a state-dependent scale with torch's default init collapsed on HalfCheetah
+        orthogonal_init(body, last_gain=0.01)
+        orthogonal_init(critic_body, last_gain=1.0)
         actor = ProbabilisticActor(
             TensorDictModule(
-                nn.Sequential(body, NormalParamExtractor()),
+                nn.Sequential(body, AddStateIndependentNormalScale(n_out)),
                 in_keys=["observation"],
                 out_keys=["loc", "scale"],
             ),
@@ -146,10 +162,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
             distribution_class=TanhNormal,
             return_log_prob=True,
         )
-    critic = ValueOperator(
-        MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh),
-        in_keys=["observation"],
-    )
+    critic = ValueOperator(critic_body, in_keys=["observation"])
     return actor, critic
 
 

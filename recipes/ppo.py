@@ -29,6 +29,7 @@ from _common import (
     finish_run,
     load_checkpoint,
     make_base_env,
+    orthogonal_init,
     parse_config,
     run_counters,
     save_checkpoint,
@@ -174,14 +175,6 @@ def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm, train: bool) -> Trans
     if train and cfg.reward_norm:
         transforms.append(NormalizeReward(gamma=cfg.gamma))
     return TransformedEnv(base, Compose(*transforms))
-
-
-def orthogonal_init(mlp: nn.Module, last_gain: float) -> None:
-    """Orthogonal weights, zero biases; a small last layer keeps the first policy near-uniform."""
-    linears = [m for m in mlp.modules() if isinstance(m, nn.Linear)]
-    for layer in linears:
-        nn.init.orthogonal_(layer.weight, gain=last_gain if layer is linears[-1] else 2**0.5)
-        nn.init.zeros_(layer.bias)
 
 
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
