@@ -455,7 +455,8 @@ class Transform(nn.Module):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_container"] = None
-        state["_inner_env"] = None
+        if "_inner_env" in state:  # only transforms that step an env hold one
+            state["_inner_env"] = None
         return state
 
     def extra_repr(self) -> str:
