@@ -183,3 +183,24 @@ def test_fast_rollout_with_nested_done_flags_only():
 def test_mp_start_method_is_accepted_and_unused():
     with SerialEnv(2, PendulumEnv, mp_start_method="spawn") as env:
         assert env.reset().batch_size == (2,)
+
+
+def test_a_gymenv_subclass_overriding_step_is_stepped_through_its_override():
+    pytest.importorskip("gymnasium")
+    from rl_envs import GymEnv
+
+    class DoubledReward(GymEnv):
+        def _step(self, tensordict):
+            out = super()._step(tensordict)
+            out["reward"] = out["reward"] * 2
+            return out
+
+    rewards = []
+    for cls in (GymEnv, DoubledReward):
+        env = SerialEnv(2, lambda cls=cls: cls("Pendulum-v1"))
+        env.set_seed(0)
+        td = env.reset()
+        td["action"] = torch.full((2, 1), 0.5)
+        rewards.append(env.step(td)["next", "reward"])
+        env.close()
+    torch.testing.assert_close(rewards[1], 2 * rewards[0])

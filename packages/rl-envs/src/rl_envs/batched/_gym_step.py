@@ -23,14 +23,11 @@ from rl_envs.batched._layout import NestedKey
 def gym_stepper(env: Any, td_in: TensorDictBase, dst: list[tuple[NestedKey, torch.Tensor]]):
     """A ``GymStepper`` for ``env`` if the fast path applies, else ``None``.
 
-    It applies to exactly ``GymEnv`` / ``GymWrapper`` (a subclass may override ``_step``:
-    it gets the generic path) over a single env on CPU with one top-level ``Box`` action.
+    It applies to exactly ``GymEnv`` / ``GymWrapper`` (the classes whose own body sets
+    ``fast_batched_step``; a subclass may override ``_step``: it gets the generic path) over
+    a single env on CPU with one top-level ``Box`` action.
     """
-    try:
-        from rl_envs.libs.gym import GymEnv, GymWrapper
-    except ImportError:  # gymnasium absent: nothing to accelerate
-        return None
-    if type(env) not in (GymWrapper, GymEnv) or env.device.type != "cpu":
+    if not vars(type(env)).get("fast_batched_step", False) or env.device.type != "cpu":
         return None
     binding = env.binding
     if binding.is_vector or not binding.single_plain_action:

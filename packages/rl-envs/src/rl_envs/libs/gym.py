@@ -36,7 +36,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -105,6 +105,10 @@ class GymWrapper(EnvBase):
         >>> env.rollout(5, break_when_any_done=False).batch_size
         torch.Size([5])
     """
+
+    # Set on exactly this class and GymEnv (not inherited: a subclass may override _step):
+    # batched envs step these workers through the Gymnasium binding directly.
+    fast_batched_step: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -450,6 +454,8 @@ class GymEnv(GymWrapper):
         >>> env.rollout(3)["next", "reward"].shape
         torch.Size([3, 1])
     """
+
+    fast_batched_step: ClassVar[bool] = True  # see GymWrapper
 
     def __new__(cls, *args: Any, num_workers: int = 1, **kwargs: Any) -> Any:
         """``GymEnv(..., num_workers=n)`` with ``n > 1`` returns a ``ParallelEnv`` of them.
