@@ -39,9 +39,10 @@ def test_holdings_entry_price_and_rewards_follow_the_actions():
 def test_truncated_after_max_steps_and_seeded():
     env = FinancialRegimeEnv(window_size=3, max_steps=5)
     r = env.rollout(12, break_when_any_done=False)
-    assert r["next", "truncated"].flatten().tolist() == [False] * 4 + [True] + [False] * 4 + [
-        True
-    ] + [False] * 2
+    assert (
+        r["next", "truncated"].flatten().tolist()
+        == [False] * 4 + [True] + [False] * 4 + [True] + [False] * 2
+    )
     a = FinancialRegimeEnv(window_size=3, seed=7).reset()["price_history"]
     b = FinancialRegimeEnv(window_size=3, seed=7).reset()["price_history"]
     c = FinancialRegimeEnv(window_size=3, seed=8).reset()["price_history"]

@@ -47,7 +47,7 @@ def test_decode_mode_and_errors():
     assert t(TensorDict(tok=torch.tensor([1]), batch_size=[]))["act"].tolist() == [0.375]
     assert t.inv(TensorDict(act=torch.tensor([0.9]), batch_size=[]))["tok"].tolist() == [3]
     env = TransformedEnv(PendulumEnv(), ActionTokenizerTransform(tok, mode="decode"))
-    assert "action" in env.full_action_spec.keys()
+    assert "action" in env.full_action_spec.keys()  # noqa: SIM118 (a spec, not a dict)
     with pytest.raises(TypeError, match="tokenizer"):
         ActionTokenizerTransform(object())
     with pytest.raises(ValueError, match="mode"):

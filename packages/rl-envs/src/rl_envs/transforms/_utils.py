@@ -73,6 +73,11 @@ def get_or_raise(owner: object, td: TensorDictBase, key: NestedKey, *, role: str
     return value
 
 
+def is_composite(spec: Any) -> bool:
+    """Whether ``spec`` maps keys to specs (a Composite, duck-typed)."""
+    return hasattr(spec, "keys") and hasattr(spec, "items")
+
+
 def spec_has(spec: Any, key: NestedKey) -> bool:
     """Whether a Composite spec holds ``key`` (nested tuple keys allowed)."""
     if spec is None:

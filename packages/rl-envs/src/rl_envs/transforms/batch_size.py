@@ -8,12 +8,13 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.transforms.transform import EnvSpecs, Transform, _is_composite
+from rl_envs.transforms._utils import is_composite
+from rl_envs.transforms.transform import EnvSpecs, Transform
 
 
 def _reshape_spec(spec: Any, old: torch.Size, new: torch.Size) -> Any:
     """``spec`` (leading dims ``old``) with its leading dims laid out as ``new``."""
-    if _is_composite(spec):
+    if is_composite(spec):
         return spec._map(lambda child: _reshape_spec(child, old, new), new)
     return spec.reshape(*new, *spec.shape[len(old) :])
 

@@ -71,7 +71,7 @@ def interpolate_macro(
     return torch.cat([path, hold], -2)
 
 
-def _duration_fields(
+def duration_fields(
     mode: int, steps: int, settle_steps: int, batch_size: torch.Size, device: torch.device
 ) -> dict[str, torch.Tensor]:
     if steps < 1:
@@ -127,7 +127,7 @@ class TargetMacroAction(MacroAction):
         return cls(
             target=target,
             batch_size=batch,
-            **_duration_fields(int(mode), steps, settle_steps, batch, target.device),
+            **duration_fields(int(mode), steps, settle_steps, batch, target.device),
         )
 
     @classmethod
@@ -165,15 +165,15 @@ class HumanoidMacroAction(TargetMacroAction):
         return cls.move(target, steps=steps, settle_steps=settle_steps)
 
 
-def _is_structured(action: Any) -> bool:
+def is_structured(action: Any) -> bool:
     return isinstance(action, (TensorDictBase, MacroAction))
 
 
-def _has(action: Any, key: str) -> bool:
+def has_field(action: Any, key: str) -> bool:
     return key in action.keys()  # noqa: SIM118 (a TensorClass has no __contains__)
 
 
-def _first_int(action: Any, key: str, default: int) -> int:
+def first_int(action: Any, key: str, default: int) -> int:
     if key not in action.keys(True, True):
         return default
     return int(action.get(key).reshape(-1)[0])
@@ -286,7 +286,7 @@ class MacroPrimitiveTransform(Transform):
             dtype = action.dtype if action.is_floating_point() else torch.get_default_dtype()
             target = action.to(dtype).reshape(*batch, action.shape[-1])
             return torch.zeros_like(target), target, self.macro_steps, self.settle_steps
-        if not _is_structured(action):
+        if not is_structured(action):
             raise TypeError(
                 f"{type(self).__name__} cannot expand a {type(action).__name__}; write a "
                 "TargetMacroAction, a TensorDict with 'target', or a low-level action tensor."
@@ -300,11 +300,11 @@ class MacroPrimitiveTransform(Transform):
         dtype = raw.dtype if raw.is_floating_point() else torch.get_default_dtype()
         target = raw.to(dtype).reshape(*batch, raw.shape[-1])
         start = self.current_action(tensordict, batch, target.device, dtype, target.shape[-1])
-        if _has(action, "mode"):
+        if has_field(action, "mode"):
             mode = action.get("mode").reshape(*batch, 1)
             target = torch.where(mode == int(MacroPrimitive.WAIT), start, target)
-        steps = _first_int(action, "steps", self.macro_steps)
-        settle = _first_int(action, "settle_steps", self.settle_steps)
+        steps = first_int(action, "steps", self.macro_steps)
+        settle = first_int(action, "settle_steps", self.settle_steps)
         return start, target, steps, settle
 
     def current_action(

@@ -7,9 +7,9 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.transforms._utils import NestedKey
+from rl_envs.transforms._utils import NestedKey, is_composite
 from rl_envs.transforms.action_chunk import ACTION_CHUNK_KEY
-from rl_envs.transforms.transform import EnvSpecs, Transform, _is_composite
+from rl_envs.transforms.transform import EnvSpecs, Transform
 from rl_envs.utils import step_mdp
 
 _DONE_NAMES = ("done", "terminated", "truncated")
@@ -235,7 +235,7 @@ class MultiAction(Transform):
             if not enabled:
                 continue
             for key in list(composite.keys(True, True)):
-                if not _is_composite(composite[key]):
+                if not is_composite(composite[key]):
                     composite[key] = self._chunked(composite[key], nb)
         return specs
 

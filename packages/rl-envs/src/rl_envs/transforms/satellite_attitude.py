@@ -20,9 +20,9 @@ from rl_envs.transforms.macro_primitive import (
     MacroPrimitive,
     MacroPrimitiveTransform,
     TargetMacroAction,
-    _first_int,
-    _has,
-    _is_structured,
+    first_int,
+    has_field,
+    is_structured,
 )
 
 __all__ = [
@@ -202,17 +202,17 @@ class SatelliteAttitudeTransform(MacroPrimitiveTransform):
         steps, settle, mode = self.macro_steps, self.settle_steps, None
         if isinstance(action, torch.Tensor):
             quat = action
-        elif _is_structured(action):
-            name = next((k for k in ("target", "attitude") if _has(action, k)), None)
+        elif is_structured(action):
+            name = next((k for k in ("target", "attitude") if has_field(action, k)), None)
             if name is None:
                 raise RuntimeError(
                     f"{type(self).__name__} expected a 'target' attitude quaternion under "
                     f"{self.action_key!r}, got keys {list(action.keys())}."
                 )
             quat = action.get(name)
-            steps = _first_int(action, "steps", steps)
-            settle = _first_int(action, "settle_steps", settle)
-            mode = action.get("mode") if _has(action, "mode") else None
+            steps = first_int(action, "steps", steps)
+            settle = first_int(action, "settle_steps", settle)
+            mode = action.get("mode") if has_field(action, "mode") else None
         else:
             raise TypeError(
                 f"{type(self).__name__} expected a SatelliteMacroAction, a TensorDict or a "

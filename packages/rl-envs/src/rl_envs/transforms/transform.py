@@ -44,7 +44,13 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from rl_envs.transforms._utils import NestedKey, as_key_list, missing_key_error, spec_has
+from rl_envs.transforms._utils import (
+    NestedKey,
+    as_key_list,
+    is_composite,
+    missing_key_error,
+    spec_has,
+)
 
 if TYPE_CHECKING:
     from rl_envs.transformed_env import TransformedEnv
@@ -52,11 +58,6 @@ if TYPE_CHECKING:
 
 FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."
 """The message (``.format(type(transform))``) of transforms that only work inside an env."""
-
-
-def _is_composite(spec: Any) -> bool:
-    """Whether ``spec`` maps keys to specs (a Composite, duck-typed)."""
-    return hasattr(spec, "keys") and hasattr(spec, "items")
 
 
 @dataclass
@@ -304,7 +305,7 @@ class Transform(nn.Module):
         return spec
 
     def _map_specs(self, composite: Any) -> Any:
-        if not _is_composite(composite):  # a bare leaf spec: TorchRL transforms it directly
+        if not is_composite(composite):  # a bare leaf spec: TorchRL transforms it directly
             return self.transform_leaf_spec(composite.clone())
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             if spec_has(composite, in_key):
@@ -312,7 +313,7 @@ class Transform(nn.Module):
         return composite
 
     def _map_specs_inv(self, composite: Any) -> Any:
-        if not _is_composite(composite):
+        if not is_composite(composite):
             return self.transform_leaf_spec_inv(composite.clone())
         for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv, strict=True):
             if spec_has(composite, in_key):

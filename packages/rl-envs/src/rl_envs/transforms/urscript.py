@@ -21,11 +21,11 @@ from rl_envs.specs import Categorical, Composite, Unbounded
 from rl_envs.transforms.macro_primitive import (
     MacroAction,
     MacroPrimitiveTransform,
-    _duration_fields,
-    _first_int,
-    _has,
-    _is_structured,
+    duration_fields,
+    first_int,
+    has_field,
     interpolate_macro,
+    is_structured,
 )
 
 __all__ = [
@@ -314,7 +314,7 @@ class RobotMacroAction(MacroAction):
             ),
             path=torch.full((*batch, 1), int(path), device=ref.device),
             batch_size=batch,
-            **_duration_fields(int(mode), steps, settle_steps, batch, ref.device),
+            **duration_fields(int(mode), steps, settle_steps, batch, ref.device),
         )
 
 
@@ -462,7 +462,7 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         if isinstance(action, torch.Tensor):
             target = action.to(start).reshape(*batch, self.action_dim)
             return start, target, self.macro_steps, self.settle_steps
-        if not _is_structured(action) or not _has(action, "mode"):
+        if not is_structured(action) or not has_field(action, "mode"):
             raise TypeError(
                 f"{type(self).__name__} expected a RobotMacroAction (or a TensorDict with "
                 f"'mode') or a [*B, {self.action_dim}] tensor under {self.action_key!r}, got "
@@ -487,15 +487,15 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         )
         start = start.clone()
         start[..., -1:] = torch.where(arm_move, grip, start[..., -1:])
-        steps = _first_int(action, "steps", self.macro_steps)
-        settle = _first_int(action, "settle_steps", self.settle_steps)
+        steps = first_int(action, "steps", self.macro_steps)
+        settle = first_int(action, "settle_steps", self.settle_steps)
         return start, target, steps, settle
 
     @staticmethod
     def _field(
         action: Any, key: str, batch: torch.Size, like: torch.Tensor, default: torch.Tensor
     ) -> torch.Tensor:
-        if not _has(action, key):
+        if not has_field(action, key):
             return default
         value = action.get(key)
         return value.to(like).reshape(*batch, value.shape[-1])
@@ -513,20 +513,20 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         keep = start[..., -1:]
         opened = torch.full_like(keep, self.open_gripper_ctrl)
         closed = torch.full_like(keep, self.close_gripper_ctrl)
-        if _has(action, "gripper"):
+        if has_field(action, "gripper"):
             code = action.get("gripper").reshape(*batch, 1)
         else:  # a plain TensorDict: the gripper modes say it
             code = torch.full_like(mode, RobotMacroAction.GRIPPER_KEEP)
             code = torch.where(mode == int(URScriptPrimitive.OPEN_GRIPPER), 0, code)
             code = torch.where(mode == int(URScriptPrimitive.CLOSE_GRIPPER), 1, code)
         value = torch.where(code == 0, opened, torch.where(code == 1, closed, keep))
-        if _has(action, "gripper_command"):
+        if has_field(action, "gripper_command"):
             command = action.get("gripper_command").to(keep).reshape(*batch, 1)
             value = torch.where(torch.isfinite(command), command, value)
         return value
 
     def _orientation_mask(self, action: Any, batch: torch.Size, like: torch.Tensor) -> Any:
-        if not _has(action, "orientation_mask"):
+        if not has_field(action, "orientation_mask"):
             return None
         mask = action.get("orientation_mask").to(like).reshape(*batch, 3)
         return mask if bool(torch.isfinite(mask).any()) else None
@@ -548,7 +548,7 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         solver = self.cartesian_solver or self._parent_attr("_cartesian_pose_to_joint_target")
         if solver is None:
             wanted = set(kwargs)
-            if _has(action, "path") and bool((action.get("path") == 1).any()):
+            if has_field(action, "path") and bool((action.get("path") == 1).any()):
                 wanted.add("waypoints")
             needs = " and ".join(_FEATURES[k] for k in sorted(wanted)) or "reach_pose"
             raise TypeError(
@@ -575,7 +575,7 @@ class URScriptPrimitiveTransform(MacroPrimitiveTransform):
         settle: int,
     ) -> torch.Tensor:
         seq = interpolate_macro(start, target, steps, settle)
-        if not _is_structured(action) or not _has(action, "path"):
+        if not is_structured(action) or not has_field(action, "path"):
             return seq
         batch = tensordict.batch_size
         mode = action.get("mode").reshape(*batch, 1)
