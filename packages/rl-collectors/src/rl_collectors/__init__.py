@@ -4,6 +4,7 @@ from importlib.metadata import version as _version
 
 from rl_collectors._batching import BatchTimings
 from rl_collectors._multi_base import MultiCollector, WorkerError
+from rl_collectors.cloudpickle_wrapper import CloudpickleWrapper
 from rl_collectors.collector import Collector, SyncDataCollector
 from rl_collectors.multi_async import (
     AsyncCollector,
@@ -26,6 +27,7 @@ __version__ = _version("rl-collectors")
 __all__ = [
     "AsyncCollector",
     "BatchTimings",
+    "CloudpickleWrapper",
     "Collector",
     "MultiAsyncCollector",
     "MultiAsyncDataCollector",
