@@ -51,7 +51,9 @@ def _has_leaf(keys: set[Any], name: str) -> bool:
 
 
 def _primer_keys(primer: Any) -> set[Any]:
-    entries = primer.primers
+    # a TensorDictPrimer holds a Composite under .primers; a primer description (e.g.
+    # rl_kernels' RecurrentStatePrimer) is itself a {state key: spec} mapping
+    entries = getattr(primer, "primers", primer)
     try:
         return set(entries.keys(True, True))  # a Composite
     except TypeError:
