@@ -335,6 +335,33 @@ def action_half_range(action_spec: Any) -> float:
     return float(((action_spec.space.high - action_spec.space.low) / 2).max())
 
 
+def action_clip(action_spec: Any) -> Any:
+    """A transform that clips actions to ``action_spec``'s bounds on their way into the env.
+
+    For an unsquashed Gaussian policy, as SB3 and CleanRL use on MuJoCo: the policy's own
+    sample stays in the batch (it is what the loss scores), the env gets it clipped.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_envs import Bounded
+        >>> clip = action_clip(Bounded(-1.0, 1.0, shape=(2,)))
+        >>> clip.inv(TensorDict(action=torch.tensor([3.0, -0.5])))["action"]
+        tensor([ 1.0000, -0.5000])
+    """
+    from rl_envs import ClipTransform
+
+    low, high = action_spec.space.low, action_spec.space.high
+    if bool((low != low.flatten()[0]).any()) or bool((high != high.flatten()[0]).any()):
+        raise ValueError(
+            "action_clip needs the same bounds in every action dimension, got "
+            f"low={low.tolist()}, high={high.tolist()}; use the tanh-squashed policy instead."
+        )
+    return ClipTransform(
+        in_keys_inv=["action"], low=float(low.flatten()[0]), high=float(high.flatten()[0])
+    )
+
+
 def make_base_env(env: str, num_envs: int = 1, **gym_kwargs: Any) -> Any:
     """The recipes' base env from ``--env``: a Gymnasium id, or ``"module:Class"`` of a native env.
 

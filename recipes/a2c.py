@@ -14,6 +14,7 @@ and slow to reach good returns on MuJoCo tasks (``--env InvertedPendulum-v5`` al
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +25,7 @@ from _common import (
     RunLogger,
     ScalarMeans,
     Stopwatch,
+    action_clip,
     counters_state,
     evaluate,
     finish_run,
@@ -53,6 +55,7 @@ from rl_envs import (
 from rl_modules import (
     MLP,
     AddStateIndependentNormalScale,
+    IndependentNormal,
     ProbabilisticActor,
     TanhNormal,
     ValueOperator,
@@ -86,6 +89,9 @@ class Config(RunConfig):
     """Gradient clipping norm."""
     hidden: int = 64
     """Width of the two hidden layers of actor and critic."""
+    tanh_squash: bool = True
+    """Continuous actions from a tanh-squashed Gaussian (True), or from a Gaussian whose
+    samples the env clips to the action bounds (False: SB3's A2C, CleanRL)."""
     normalize: bool = False
     """Normalise observations (running statistics, clipped at 10) and training rewards (by
     the discounted return's std), as SB3's VecNormalize."""
@@ -108,6 +114,7 @@ class Config(RunConfig):
             "frames_per_batch": 5,
             "total_frames": 1_000_000,
             "normalize": True,
+            "tanh_squash": False,
             "eval_every": 50_000,
             "checkpoint_every": 250_000,
         },
@@ -120,6 +127,8 @@ def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm | None, train: bool) -
     # integer actions (a Categorical spec), as the Categorical policy samples them
     base = GymEnv(cfg.env, num_envs if num_envs > 1 else 0, categorical_action_encoding=True)
     transforms = [DoubleToFloat(), StepCounter(), RewardSum()]
+    if not cfg.tanh_squash and base.action_spec.dtype.is_floating_point:
+        transforms.append(action_clip(base.action_spec))
     if vecnorm is not None:
         transforms[:1] = [
             DoubleToFloat(),
@@ -159,7 +168,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
             ),
             in_keys=["loc", "scale"],
             spec=action_spec,
-            distribution_class=TanhNormal,
+            distribution_class=TanhNormal if cfg.tanh_squash else IndependentNormal,
             return_log_prob=True,
         )
     critic = ValueOperator(critic_body, in_keys=["observation"])
@@ -168,6 +177,10 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
+    if not cfg.tanh_squash:  # the Gaussian leaves the bounds by design; action_clip clips it
+        warnings.filterwarnings(
+            "ignore", message="TransformedEnv: action entry .* outside its spec"
+        )
     out = Path(cfg.output_dir)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)

@@ -295,3 +295,30 @@ def test_log_episodes_logs_the_mean_return_of_finished_episodes_only(tmp_path: P
     with (tmp_path / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert rows == [{"frames": "6", "name": "train/return", "value": "3.5"}]
+
+
+def test_action_clip_clips_what_the_env_gets_and_keeps_the_policy_sample() -> None:
+    from rl_envs import Bounded, PendulumEnv, TransformedEnv
+
+    # clip at +-1 (inside Pendulum's own +-2, so the env's clipping cannot hide ours)
+    env = TransformedEnv(PendulumEnv(), common.action_clip(Bounded(-1.0, 1.0, shape=(1,))))
+    reference = PendulumEnv()
+    env.set_seed(3)
+    reference.set_seed(3)
+    td, ref = env.reset(), reference.reset()
+    torch.testing.assert_close(td["observation"], ref["observation"])
+    td["action"], ref["action"] = torch.tensor([1.7]), torch.tensor([1.0])
+    out = env.step(td)
+    assert out["action"].item() == pytest.approx(1.7)  # the stored sample is the policy's own
+    # the env stepped with the clipped action: same next state and reward as with 1.0
+    expected = reference.step(ref)
+    torch.testing.assert_close(out["next", "observation"], expected["next", "observation"])
+    torch.testing.assert_close(out["next", "reward"], expected["next", "reward"])
+
+
+def test_action_clip_refuses_bounds_that_differ_across_dimensions() -> None:
+    from rl_envs import Bounded
+
+    spec = Bounded(torch.tensor([-1.0, -2.0]), torch.tensor([1.0, 2.0]), shape=(2,))
+    with pytest.raises(ValueError, match="same bounds in every action dimension"):
+        common.action_clip(spec)
