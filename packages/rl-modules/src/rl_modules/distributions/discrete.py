@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from enum import Enum
 
 import torch
 from torch import distributions as D
@@ -43,11 +44,48 @@ def _masked_logits(
     return torch.where(mask, base, torch.full_like(base, value)), mask
 
 
-class OneHotCategorical(D.OneHotCategorical):
-    """A categorical whose samples are one-hot vectors, with straight-through ``rsample``.
+class ReparamGradientStrategy(Enum):
+    """How ``rsample`` of a one-hot categorical passes gradients to its logits.
 
-    ``rsample`` returns the one-hot sample plus ``probs - probs.detach()`` so
-    gradients flow to the logits (Bengio et al., 2013). ``mode`` and
+    ``PassThrough``: the hard one-hot sample plus ``probs - probs.detach()``
+    (straight-through, Bengio et al., 2013). ``RelaxedOneHot``: the hard
+    one-hot of a Gumbel-softmax draw at temperature 1, with the gradient of that
+    relaxed draw (straight-through Gumbel-softmax, Jang et al., 2017).
+
+    Examples:
+        >>> import torch
+        >>> d = OneHotCategorical(logits=torch.zeros(4), grad_method=ReparamGradientStrategy.RelaxedOneHot)
+        >>> d.rsample((2,)).sum(-1)
+        tensor([1., 1.])
+    """
+
+    PassThrough = 1
+    RelaxedOneHot = 2
+
+
+def _relaxed_one_hot(
+    logits: torch.Tensor, sample_shape: torch.Size | tuple[int, ...]
+) -> torch.Tensor:
+    """The hard one-hot of a Gumbel-softmax draw (temperature 1) with that draw's gradient."""
+    relaxed = D.RelaxedOneHotCategorical(torch.tensor(1.0), logits=logits).rsample(sample_shape)
+    hard = F.one_hot(relaxed.argmax(-1), relaxed.shape[-1]).to(relaxed.dtype)
+    return hard + (relaxed - relaxed.detach())
+
+
+def _check_grad_method(grad_method: ReparamGradientStrategy, who: str) -> None:
+    if not isinstance(grad_method, ReparamGradientStrategy):
+        raise TypeError(
+            f"{who}: grad_method must be a ReparamGradientStrategy (PassThrough or "
+            f"RelaxedOneHot), got {grad_method!r}."
+        )
+
+
+class OneHotCategorical(D.OneHotCategorical):
+    """A categorical whose samples are one-hot vectors, with a differentiable ``rsample``.
+
+    ``rsample`` follows ``grad_method`` (:class:`ReparamGradientStrategy`): by
+    default the one-hot sample plus ``probs - probs.detach()`` so gradients
+    flow to the logits (Bengio et al., 2013). ``mode`` and
     ``deterministic_sample`` are the one-hot argmax.
 
     Examples:
@@ -59,13 +97,19 @@ class OneHotCategorical(D.OneHotCategorical):
     has_rsample = True
 
     def __init__(
-        self, logits: torch.Tensor | None = None, probs: torch.Tensor | None = None
+        self,
+        logits: torch.Tensor | None = None,
+        probs: torch.Tensor | None = None,
+        grad_method: ReparamGradientStrategy = ReparamGradientStrategy.PassThrough,
     ) -> None:
+        _check_grad_method(grad_method, type(self).__name__)
+        self.grad_method = grad_method
         super().__init__(probs=probs, logits=logits, validate_args=False)
 
     def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
-        sample = self.sample(sample_shape)
-        return sample + (self.probs - self.probs.detach())
+        if self.grad_method is ReparamGradientStrategy.RelaxedOneHot:
+            return _relaxed_one_hot(self.logits, sample_shape)
+        return self.sample(sample_shape) + (self.probs - self.probs.detach())
 
     @property
     def deterministic_sample(self) -> torch.Tensor:
@@ -137,7 +181,10 @@ class MaskedCategorical(D.Categorical):
 
 
 class MaskedOneHotCategorical(MaskedCategorical):
-    """:class:`MaskedCategorical` with one-hot samples (and straight-through ``rsample``).
+    """:class:`MaskedCategorical` with one-hot samples and a differentiable ``rsample``.
+
+    Takes :class:`MaskedCategorical`'s arguments plus ``grad_method`` (a
+    :class:`ReparamGradientStrategy`, straight-through by default).
 
     Examples:
         >>> import torch
@@ -148,11 +195,35 @@ class MaskedOneHotCategorical(MaskedCategorical):
 
     has_rsample = True
 
+    def __init__(
+        self,
+        logits: torch.Tensor | None = None,
+        probs: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        indices: torch.Tensor | None = None,
+        neg_inf: float = float("-inf"),
+        grad_method: ReparamGradientStrategy = ReparamGradientStrategy.PassThrough,
+        use_cross_entropy: bool = True,
+    ) -> None:
+        _check_grad_method(grad_method, type(self).__name__)
+        self.grad_method = grad_method
+        super().__init__(
+            logits,
+            probs,
+            mask=mask,
+            indices=indices,
+            neg_inf=neg_inf,
+            use_cross_entropy=use_cross_entropy,
+        )
+
     def sample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
         idx = super().sample(sample_shape)
         return torch.nn.functional.one_hot(idx, self._num_events).to(self.logits.dtype)
 
     def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> torch.Tensor:
+        if self.grad_method is ReparamGradientStrategy.RelaxedOneHot:
+            return _relaxed_one_hot(self.logits, sample_shape)
         return self.sample(sample_shape) + (self.probs - self.probs.detach())
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

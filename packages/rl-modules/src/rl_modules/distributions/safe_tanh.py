@@ -7,6 +7,12 @@ from typing import Any
 import torch
 from torch import autograd
 from torch import distributions as D
+from torch.torch_version import TorchVersion
+
+#: True when the installed torch predates 2.6, the release from which TorchRL compiles
+#: the safe-tanh path with ``fullgraph=True`` (TorchRL's name; this package needs torch 2.10+,
+#: so it is False wherever the package installs).
+TORCH_VERSION_PRE_2_6: bool = TorchVersion(torch.__version__) < (2, 6)
 
 
 class _SafeTanh(autograd.Function):
