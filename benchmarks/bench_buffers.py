@@ -148,7 +148,7 @@ def main() -> None:
         alpha=0.7, beta=0.5, storage=ours.LazyTensorStorage(N)
     )
     ext = fill(rb.extend, chunks)
-    smp = per_call(prio_loop(rb, "_weight"), args.iters)
+    smp = per_call(prio_loop(rb, "priority_weight"), args.iters)
     backend = rb.sampler.backend
     del rb
     gc.collect()

@@ -110,7 +110,7 @@ def test_dqn_on_gym_cartpole_through_a_prioritized_buffer() -> None:
     for batch in collector:
         buffer.extend(batch)
         sample = buffer.sample()
-        assert {"index", "_weight"} <= set(sample.keys())
+        assert {"index", "priority_weight"} <= set(sample.keys())
         losses = loss_fn(sample)
         optim.zero_grad()
         losses["loss"].backward()

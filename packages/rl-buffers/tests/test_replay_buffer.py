@@ -166,7 +166,8 @@ def test_prioritized_td_buffer_keys_and_priority_key():
     assert torch.allclose(rb.sampler.priorities()[3], torch.tensor(1.0 + 1e-8))
 
 
-@pytest.mark.parametrize("weight_key", ["_weight", ("meta", "w")])  # built in / set afterwards
+# the built-in key, then one set afterwards
+@pytest.mark.parametrize("weight_key", ["priority_weight", ("meta", "w")])
 @pytest.mark.parametrize("ndim", [1, 2])
 def test_sampled_tensordict_carries_index_and_weight(weight_key, ndim):
     rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, storage=LazyTensorStorage(40, ndim=ndim),
@@ -178,7 +179,8 @@ def test_sampled_tensordict_carries_index_and_weight(weight_key, ndim):
     assert s.batch_size == (16,) and s.device == torch.device(
         "cpu"
     )  # the storage device, as TorchRL
-    assert torch.equal(s["index"], info["index"]) and torch.equal(s[weight_key], info["_weight"])
+    assert torch.equal(s["index"], info["index"])
+    assert torch.equal(s[weight_key], info["priority_weight"])
     flat = data if ndim == 1 else data.reshape(-1)
     pos = info["index"] if ndim == 1 else info["index"][:, 0] * 10 + info["index"][:, 1]
     assert torch.equal(s["observation"], flat["observation"][pos])

@@ -156,5 +156,5 @@ def test_prioritized_weights_expand_block_constant() -> None:
     )
     rb.update_priority(torch.arange(20), torch.rand(20) + 0.1)
     _, info = rb.sample(return_info=True)
-    weight = info["_weight"].reshape(4, 3)
+    weight = info["priority_weight"].reshape(4, 3)
     torch.testing.assert_close(weight, weight[:, :1].expand(4, 3))

@@ -66,7 +66,7 @@ def test_prioritized_frequencies_and_weights(alpha):
     assert ((freq - expected).abs() < 5 * std).all()
     # closed form: w_i = (N P(i))^-beta / max_j (N P(j))^-beta
     w = (n * expected) ** -beta / ((n * expected) ** -beta).max()
-    assert torch.allclose(info["_weight"].double(), w[index], rtol=1e-5)
+    assert torch.allclose(info["priority_weight"].double(), w[index], rtol=1e-5)
 
 
 def test_prioritized_new_items_get_max_priority():
@@ -150,7 +150,7 @@ def test_prioritized_slice_sampler_follows_priorities():
     s = rb.sample(9)
     _check_slices(s, 3)
     assert all((s["index"].view(3, 3) == 50).any(-1))
-    assert "_weight" in s
+    assert "priority_weight" in s
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), float("-inf")])

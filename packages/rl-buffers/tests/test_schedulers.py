@@ -30,7 +30,7 @@ def test_linear_scheduler_ramps_then_holds_and_drives_the_weights() -> None:
     assert seen == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
     _, info = rb.sample(return_info=True)
     p = torch.arange(1.0, 9.0)[info["index"]]
-    assert torch.allclose(info["_weight"], (p / 1.0) ** -1.0)  # (p_i / p_min) ** -beta
+    assert torch.allclose(info["priority_weight"], (p / 1.0) ** -1.0)  # (p_i / p_min) ** -beta
 
 
 def test_step_lambda_and_list() -> None:

@@ -30,7 +30,7 @@ def test_priority_update_from_per_step_errors():
     sampler = PrioritizedSampler(10, alpha=1.0, beta=1.0, eps=0.0, reduction="max", backend="torch")
     rb = TensorDictReplayBuffer(storage=ListStorage(10), sampler=sampler, batch_size=3)
     rb.extend(_trajectories())
-    assert rb.sample()["_weight"].shape == (3, 4)
+    assert rb.sample()["priority_weight"].shape == (3, 4)
     batch = TensorDict(
         index=torch.tensor([[0] * 4, [2] * 4]),
         td_error=torch.tensor([[1.0, 5.0, 2.0, 0.0], [0.5, 0.0, 7.0, 3.0]]),

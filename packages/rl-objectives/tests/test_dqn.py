@@ -109,8 +109,8 @@ def test_reduction_and_priority_weights():
     per_sample = DQNLoss(loss.value_network, action_space="categorical", reduction="none")
     per_sample.target_value_network_params.update_(loss.target_value_network_params)
     w = torch.rand(8)
-    td["_weight"] = w
-    raw = per_sample(td.exclude("_weight"))["loss"]
+    td["priority_weight"] = w
+    raw = per_sample(td.exclude("priority_weight"))["loss"]
     torch.testing.assert_close(loss(td)["loss"], (raw * w).sum() / w.sum())
     torch.testing.assert_close(per_sample(td)["loss"], raw * w)
 

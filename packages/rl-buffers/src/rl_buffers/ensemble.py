@@ -122,8 +122,10 @@ class ReplayBufferEnsemble:
         data = _stack(list(parts))
         index = torch.stack([torch.as_tensor(info["index"]) for info in infos])
         info = {"index": index, "buffer_ids": buffer_ids}
-        if all("_weight" in i for i in infos):
-            info["_weight"] = torch.stack([torch.as_tensor(i["_weight"]) for i in infos])
+        if all("priority_weight" in i for i in infos):
+            info["priority_weight"] = torch.stack(
+                [torch.as_tensor(i["priority_weight"]) for i in infos]
+            )
         if isinstance(data, TensorDictBase):
             data = data.exclude("index")
             ids = buffer_ids.reshape(-1, *([1] * (data.ndim - 1))).expand(data.shape)

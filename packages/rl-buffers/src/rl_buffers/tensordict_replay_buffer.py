@@ -25,7 +25,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
     Args:
         priority_key: the entry :meth:`update_tensordict_priority` reads. Default: ``"td_error"``.
         priority_weight_key: where sampled importance weights go. Default:
-            ``"_weight"`` (TorchRL 0.14 uses ``"priority_weight"``).
+            ``"priority_weight"`` (TorchRL 0.14's name).
         **kwargs: as in :class:`ReplayBuffer`.
 
     Examples:
@@ -41,7 +41,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
         self,
         *,
         priority_key: NestedKey = "td_error",
-        priority_weight_key: NestedKey = "_weight",
+        priority_weight_key: NestedKey = "priority_weight",
         **kwargs: Any,
     ) -> None:
         self.priority_key = as_tuple(priority_key)
@@ -65,10 +65,10 @@ class TensorDictReplayBuffer(ReplayBuffer):
             and layout is not None
             and layout.kind == "tensordict"
             and not layout.item_batch
-            and (len(self.priority_weight_key) == 1 or "_weight" not in info)
+            and (len(self.priority_weight_key) == 1 or "priority_weight" not in info)
         ):
             extra = {"index": index}
-            weight = info.get("_weight")
+            weight = info.get("priority_weight")
             if weight is not None:
                 extra[self.priority_weight_key[0]] = weight.cpu()
             return storage.get(index, extra), True
@@ -82,8 +82,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
                     data = data.exclude("index", self.priority_weight_key)
                 index = index.to(data.device) if data.device is not None else index
                 data.set("index", expand_to_batch(index, data))
-                if "_weight" in info:
-                    weight = info["_weight"].to(data.device or "cpu")
+                if "priority_weight" in info:
+                    weight = info["priority_weight"].to(data.device or "cpu")
                     data.set(self.priority_weight_key, expand_to_batch(weight, data))
             data = self._sampler.annotate(data, info)
         return data
@@ -234,7 +234,7 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         alpha, beta, eps, dtype, backend: as in :class:`PrioritizedReplayBuffer`.
         priority_key: default ``"td_error"``.
         reduction: reduces priorities with extra dims (``"max"``, ``"min"``, ``"sum"``, ``"mean"``).
-        priority_weight_key: default ``"_weight"``.
+        priority_weight_key: default ``"priority_weight"``.
         **kwargs: as in :class:`ReplayBuffer`.
 
     Examples:
@@ -243,7 +243,7 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         >>> _ = rb.extend(TensorDict({"a": torch.randn(2, 3)}, batch_size=[2]))
         >>> sample = rb.sample(2)
         >>> sorted(sample.keys())
-        ['_weight', 'a', 'index']
+        ['a', 'index', 'priority_weight']
         >>> sample["td_error"] = torch.rand(2)
         >>> rb.update_tensordict_priority(sample)
     """

@@ -79,7 +79,7 @@ class DDPGLoss(LossModule):
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
 
     default_keys = _AcceptedKeys
     default_out_keys = (

@@ -112,7 +112,7 @@ class DiscreteSACLoss(LossModule):
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
 
     default_keys = _AcceptedKeys
     default_out_keys = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")

@@ -82,7 +82,7 @@ class DQNLoss(LossModule):
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
 
     default_keys = _AcceptedKeys
     default_out_keys = ("loss",)
@@ -205,7 +205,7 @@ class DistributionalDQNLoss(LossModule):
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
         steps_to_next_obs: NestedKey = "steps_to_next_obs"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
 
     default_keys = _AcceptedKeys
     default_out_keys = ("loss",)

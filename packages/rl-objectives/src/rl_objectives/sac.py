@@ -133,7 +133,7 @@ class SACLoss(LossModule):
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
         # TorchRL's key of a stored log-prob; the losses here score fresh samples, never read it
         log_prob: NestedKey = "action_log_prob"
 

@@ -134,7 +134,7 @@ class TD3Loss(LossModule):
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
 
     default_keys = _AcceptedKeys
     default_out_keys = (

@@ -92,7 +92,7 @@ class TD3BCLoss(LossModule):
         reward: NestedKey = "reward"
         done: NestedKey = "done"
         terminated: NestedKey = "terminated"
-        priority_weight: NestedKey = "_weight"
+        priority_weight: NestedKey = "priority_weight"
 
     default_keys = _AcceptedKeys
     default_out_keys = (

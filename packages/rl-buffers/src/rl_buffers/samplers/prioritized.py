@@ -38,7 +38,7 @@ class PrioritizedSampler(Sampler):
     and a min tree (for the weights). New items get the largest raw priority
     seen so far (1.0 at first). Each sample carries the importance weight
     ``w_i = (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta``
-    under ``info["_weight"]``.
+    under ``info["priority_weight"]``.
 
     Args:
         max_capacity: number of leaves (the storage's ``max_size``).
@@ -223,7 +223,7 @@ class PrioritizedSampler(Sampler):
         else:
             steps = self.max_capacity // storage.shape[0]
             index = torch.stack([position // steps, position % steps], -1)
-        return index, {"_weight": weight}
+        return index, {"priority_weight": weight}
 
     def update_priority(self, index: Any, priority: Any, storage: Storage | None = None) -> None:
         """Sets the raw priorities of ``index`` (any position within capacity; ``-1`` is skipped).

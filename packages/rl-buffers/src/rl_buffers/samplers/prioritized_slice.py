@@ -20,7 +20,7 @@ class PrioritizedSliceSampler(SliceSampler):
 
     Each slice contains its anchor and stays inside the anchor's trajectory.
     Every sampled step carries its own importance weight ``(p_i / p_min)^-beta``
-    under ``info["_weight"]``; update priorities with the samples' ``index``.
+    under ``info["priority_weight"]``; update priorities with the samples' ``index``.
 
     Args:
         max_capacity, alpha, beta, eps, dtype, reduction, backend: as in
@@ -125,7 +125,7 @@ class PrioritizedSliceSampler(SliceSampler):
         p = self.priority._sum_tree[positions.to(self.priority.device)]
         end = len(storage) if storage.ndim == 1 else self.priority.max_capacity
         p_min = self.priority._min_tree.query(0, end)
-        info["_weight"] = torch.pow(p / p_min, -self.priority.beta)
+        info["priority_weight"] = torch.pow(p / p_min, -self.priority.beta)
         self._end_flags(storage, index, info)
         return index, info
 
