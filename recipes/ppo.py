@@ -24,6 +24,7 @@ from _common import (
     RunLogger,
     ScalarMeans,
     Stopwatch,
+    action_clip,
     counters_state,
     evaluate,
     finish_run,
@@ -54,6 +55,7 @@ from rl_envs import (
 from rl_modules import (
     MLP,
     AddStateIndependentNormalScale,
+    IndependentNormal,
     ProbabilisticActor,
     TanhNormal,
     ValueOperator,
@@ -99,6 +101,9 @@ class Config(RunConfig):
     """Hidden activation of actor and critic: "tanh" or "relu"."""
     ortho_init: bool = True
     """Orthogonal weights (small last layers); false keeps torch's default init."""
+    tanh_squash: bool = True
+    """Continuous actions from a tanh-squashed Gaussian (True), or from a Gaussian whose
+    samples the env clips to the action bounds (False: SB3's PPO, CleanRL)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of continuous actions (state-independent)."""
     reward_norm: bool = False
@@ -174,6 +179,8 @@ def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm, train: bool) -> Trans
         transforms.insert(1, ClipTransform(["observation"], low=-cfg.obs_clip, high=cfg.obs_clip))
     if train and cfg.reward_norm:
         transforms.append(NormalizeReward(gamma=cfg.gamma))
+    if not cfg.tanh_squash and base.action_spec.dtype.is_floating_point:
+        transforms.append(action_clip(base.action_spec))
     return TransformedEnv(base, Compose(*transforms))
 
 
@@ -211,7 +218,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
         actor = ProbabilisticActor(
             params,
             in_keys=["loc", "scale"],
-            distribution_class=TanhNormal,
+            distribution_class=TanhNormal if cfg.tanh_squash else IndependentNormal,
             spec=action_spec,
             return_log_prob=True,
         )
