@@ -26,6 +26,9 @@ from rl_modules.actors import (
     SafeSequential,
     TanhModule,
     ValueOperator,
+    VmapModule,
+    ensure_tensordict_compatible,
+    is_tensordict_compatible,
 )
 from rl_modules.distributions import (
     Delta,
@@ -204,6 +207,7 @@ __all__ = [
     "VDNMixer",
     "ValueNorm",
     "ValueOperator",
+    "VmapModule",
     "__version__",
     "exploration_type",
     "gSDEModule",
@@ -214,6 +218,9 @@ __all__ = [
     "set_exploration_type",
     "set_recurrent_mode",
 ]
+
+# Telling TensorDict modules from tensor modules, and wrapping the latter.
+__all__ += ["ensure_tensordict_compatible", "is_tensordict_compatible"]
 
 # Model-based RL (Dreamer, DreamerV3).
 __all__ += [

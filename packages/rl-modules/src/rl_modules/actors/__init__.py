@@ -6,6 +6,7 @@ from rl_modules.actors.actor_critic import (
     ActorValueOperator,
 )
 from rl_modules.actors.common import Actor, SafeModule, ValueOperator
+from rl_modules.actors.compat import ensure_tensordict_compatible, is_tensordict_compatible
 from rl_modules.actors.diffusion import DDPMSampler, DiffusionActor
 from rl_modules.actors.multi_step import MultiStepActorWrapper
 from rl_modules.actors.probabilistic import ProbabilisticActor
@@ -22,6 +23,7 @@ from rl_modules.actors.safe import (
     SafeSequential,
 )
 from rl_modules.actors.tanh import TanhModule
+from rl_modules.actors.vmap import VmapModule
 
 __all__ = [
     "Actor",
@@ -44,4 +46,7 @@ __all__ = [
     "SafeSequential",
     "TanhModule",
     "ValueOperator",
+    "VmapModule",
+    "ensure_tensordict_compatible",
+    "is_tensordict_compatible",
 ]
