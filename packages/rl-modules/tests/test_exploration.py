@@ -198,3 +198,19 @@ def test_noise_modules_leave_the_action_unprojected_when_its_entry_is_declared_w
     ):
         out = module(td.clone())
         assert out["action"].abs().max() > 1  # noisy 5.0s, not clipped into any box
+
+
+def test_consistent_dropout_primer_draws_a_fresh_mask_per_call():
+    torch.manual_seed(0)
+    p = 0.5
+    m = ConsistentDropoutModule(p, in_keys="h", input_shape=(64,), input_dtype=torch.float64)
+    primer = m.make_tensordict_primer()
+    (key,) = list(primer)
+    assert key == m.in_keys[1] and primer.expand_specs is False
+    assert primer[key].shape == (64,) and primer[key].dtype == torch.float64
+    first, second = primer.default_value(), primer.default_value()
+    assert first.shape == (64,) and first.dtype == torch.float64
+    assert ((first == 0) | (first == 1 / (1 - p))).all()
+    assert not torch.equal(first, second)
+    with pytest.raises(RuntimeError, match="input_shape"):
+        ConsistentDropoutModule(p, in_keys="h").make_tensordict_primer()

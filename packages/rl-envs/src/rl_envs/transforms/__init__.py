@@ -26,6 +26,7 @@ from rl_envs.transforms.end_of_life import EndOfLifeTransform
 from rl_envs.transforms.expand_as import ExpandAs
 from rl_envs.transforms.finite_check import FiniteTensorDictCheck
 from rl_envs.transforms.frame_skip import FrameSkipTransform
+from rl_envs.transforms.from_module import get_env_transforms_from_module, get_primers_from_module
 from rl_envs.transforms.gsde_noise import gSDENoise
 from rl_envs.transforms.hash import Hash
 from rl_envs.transforms.image import CenterCrop, GrayScale, Resize, ToTensorImage
@@ -171,4 +172,6 @@ __all__ = [
     "VecNorm",
     "VecNormV2",
     "gSDENoise",
+    "get_env_transforms_from_module",
+    "get_primers_from_module",
 ]

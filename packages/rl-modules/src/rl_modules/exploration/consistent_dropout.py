@@ -10,6 +10,7 @@ TensorDict: drawn when absent, reused when present.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 from tensordict import TensorDictBase
@@ -17,6 +18,8 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import nn
 from torch.nn import functional as F
+
+from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
 
 
 def _check_p(p: float) -> None:
@@ -51,6 +54,10 @@ class ConsistentDropout(nn.Module):
         """A fresh mask shaped like ``x``."""
         return F.dropout(torch.ones_like(x), self.p, training=True)
 
+    def mask_of_shape(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        """A fresh mask of ``shape`` and ``dtype`` (what an env primer draws at reset)."""
+        return F.dropout(torch.ones(shape, dtype=dtype), self.p, training=True)
+
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -72,8 +79,8 @@ class ConsistentDropoutModule(TensorDictModuleBase):
         p: drop probability, in ``[0, 1)``.
         in_keys: the entry to drop out, or ``[entry, mask entry]``.
         out_keys: where to write ``[entry, mask]`` (default: ``in_keys``).
-        input_shape: the shape of one entry (recorded for env primers).
-        input_dtype: its dtype (recorded for env primers).
+        input_shape: the shape of one entry, as the env holds it (for :meth:`make_tensordict_primer`).
+        input_dtype: its dtype (default: torch's default dtype).
 
     Examples:
         >>> import torch
@@ -119,3 +126,31 @@ class ConsistentDropoutModule(TensorDictModuleBase):
         tensordict.set(self.out_keys[0], x)
         tensordict.set(self.out_keys[1], mask)
         return tensordict
+
+    def make_tensordict_primer(self) -> RecurrentStatePrimer:
+        """The mask entry for an env primer: a fresh mask at each reset, kept between steps.
+
+        Append it to the env (``env.append_transform(module.make_tensordict_primer())``)
+        so one trajectory uses one mask. Needs ``input_shape``.
+
+        Raises:
+            RuntimeError: no ``input_shape`` was given at construction.
+
+        Examples:
+            >>> m = ConsistentDropoutModule(0.5, in_keys="hidden", input_shape=(3,))
+            >>> primer = m.make_tensordict_primer()
+            >>> [tuple(spec.shape) for spec in primer.values()], primer.default_value().shape
+            ([(3,)], torch.Size([3]))
+        """
+        if self.input_shape is None:
+            raise RuntimeError(
+                "ConsistentDropoutModule.make_tensordict_primer: the mask's shape is unknown; "
+                "pass input_shape= (the entry's shape as the env holds it) at construction."
+            )
+        shape = torch.Size(self.input_shape)
+        dtype = self.input_dtype or torch.get_default_dtype()
+        return RecurrentStatePrimer(
+            {self.in_keys[1]: StateSpec(shape, dtype)},
+            default_value=partial(self.consistent_dropout.mask_of_shape, shape, dtype),
+            expand_specs=False,
+        )

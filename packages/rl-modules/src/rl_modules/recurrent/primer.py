@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +57,9 @@ class StateSpec:
 class RecurrentStatePrimer(Mapping):
     """``{state key: StateSpec}`` plus how to initialise them: what an env primer needs.
 
-    It is a read-only mapping, so a primer transform that accepts
-    ``{key: spec}`` can take it as is; :meth:`build` makes the real transform
+    ``default_value`` is a float or a callable returning a fresh value (called at
+    each reset, e.g. a new dropout mask). It is a read-only mapping, so a primer
+    transform that accepts ``{key: spec}`` can take it as is; :meth:`build` makes the real transform
     from classes the caller passes in (this package never imports rl_envs).
 
     Examples:
@@ -68,7 +69,7 @@ class RecurrentStatePrimer(Mapping):
     """
 
     primers: dict[NestedKey, StateSpec]
-    default_value: float = 0.0
+    default_value: float | Callable[[], torch.Tensor] = 0.0
     reset_key: NestedKey = "is_init"
     expand_specs: bool = True
 
