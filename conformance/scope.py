@@ -185,6 +185,8 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
     "modules/test_actor.py::TestTinyVLA": "VLA policies, not in scope",
     "modules/test_actor.py::TestLeRobotPolicyWrapper": "LeRobot policies, not in scope",
     "test_distributions.py::TestLLMMaskedCategorical": "LLM distribution (rl-llm issue)",
+    "modules/test_rnn.py::TestRecurrentMatmulPrecision": "TorchRL's process-global matmul-precision override for its Triton RNN backend (set/get_recurrent_matmul_precision, the TORCHRL_RNN_PRECISION env var, the private _rnn_precision helpers each test resets): STYLE.md forbids global modes and env-var defaults, and rl_modules' LSTM/GRU modules have no Triton backend",
+    "objectives/test_loss_module.py::TestUtils::test_add_random_module": "add_random_module appends to TorchRL's process-global RANDOM_MODULE_LIST (the vmap-randomness registry of its losses): a global registry STYLE.md forbids; rl_objectives' losses take no vmap_randomness",
     "objectives/test_sac.py::TestREDQ::test_redq_deprecated_separate_losses": "TorchRL's deprecated REDQ implementation (torchrl.objectives.deprecated), not ported",
     "objectives/test_sac.py::TestREDQ::test_redq_batched": "compares REDQLoss with TorchRL's deprecated REDQ implementations, not ported",
     "objectives/test_sac.py::TestREDQ::test_redq_notensordict[True-": "the deprecated-REDQ half (deprec=True) of the test, not ported",
@@ -202,4 +204,5 @@ IMPORT_MAP: dict[str, list[str]] = {
     "torchrl.collectors": ["rl_collectors"],
     "torchrl.weight_update": ["rl_collectors"],
     "torchrl.objectives": ["rl_objectives"],
+    "torchrl.objectives.llm": ["rl_llm"],  # DESIGN.md: torchrl.objectives.llm -> rl_llm
 }
