@@ -3,7 +3,7 @@
 from importlib.metadata import version as _version
 
 from rl_envs.auto_reset import AutoResetEnv, AutoResetTransform
-from rl_envs.batched import ParallelEnv, SerialEnv, WorkerError
+from rl_envs.batched import AsyncEnvPool, ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
@@ -88,7 +88,14 @@ __all__ = [
 ]
 
 # Transforms and batched envs.
-__all__ += ["ParallelEnv", "SerialEnv", "TransformedEnv", "WorkerError", *_transforms_all]
+__all__ += [
+    "AsyncEnvPool",
+    "ParallelEnv",
+    "SerialEnv",
+    "TransformedEnv",
+    "WorkerError",
+    *_transforms_all,
+]
 # Multi-agent envs.
 __all__ += [
     "MarlGroupMapType",

@@ -1,6 +1,8 @@
-"""Batched envs: ``SerialEnv`` (in process) and ``ParallelEnv`` (worker processes, shared memory)."""
+"""Batched envs: ``SerialEnv`` (in process), ``ParallelEnv`` (worker processes, shared memory)
+and ``AsyncEnvPool`` (one worker thread or process per env, stepped asynchronously)."""
 
+from rl_envs.batched.async_pool import AsyncEnvPool
 from rl_envs.batched.parallel import ParallelEnv, WorkerError
 from rl_envs.batched.serial import SerialEnv
 
-__all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
+__all__ = ["AsyncEnvPool", "ParallelEnv", "SerialEnv", "WorkerError"]
