@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl_envs import consolidate_spec
+from rl_envs import check_no_exclusive_keys, consolidate_spec
 from rl_envs.specs import Bounded, Composite, StackedComposite, Unbounded
 
 
@@ -47,3 +47,14 @@ def test_error_exclusive_key_of_two_classes():
     spec = torch.stack([a, b, Composite()])
     with pytest.raises(ValueError, match="different classes"):
         consolidate_spec(spec)
+
+
+def test_check_no_exclusive_keys():
+    spec = agents()
+    assert not check_no_exclusive_keys(spec)
+    assert check_no_exclusive_keys(consolidate_spec(spec))
+    # a lazy stack nested in a Composite entry: seen only with recurse
+    outer = Composite(agents=spec, shape=(3,))
+    assert not check_no_exclusive_keys(outer)
+    assert check_no_exclusive_keys(outer, recurse=False)
+    assert check_no_exclusive_keys(Unbounded(shape=(2,)))

@@ -44,7 +44,7 @@ from rl_envs.specs import (
     UnboundedDiscrete,
     make_composite_from_td,
 )
-from rl_envs.specs.consolidate import consolidate_spec
+from rl_envs.specs.consolidate import check_no_exclusive_keys, consolidate_spec
 from rl_envs.specs.legacy import *  # noqa: F403  (deprecated TorchRL spec names)
 from rl_envs.specs.legacy import __all__ as _legacy_all
 from rl_envs.tictactoe import TicTacToeEnv
@@ -81,6 +81,7 @@ __all__ = [
     "Unbounded",
     "__version__",
     "check_env_specs",
+    "check_no_exclusive_keys",
     "consolidate_spec",
     "make_composite_from_td",
     "register_gym",

@@ -6,6 +6,7 @@ adds to each member the keys only other members have ("exclusive" keys), as empt
 specs: the members' leading dims followed by ``0`` (or ``0`` where the members that
 have the key disagree), so that a stacked value holds no data for them. The stack then
 has one set of keys, which ``keys()``, ``rand()`` and ``zero()`` all see.
+``check_no_exclusive_keys`` tells whether a spec has none left.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from rl_envs.specs.composite import Composite
 from rl_envs.specs.stacked import Stacked, StackedComposite
 
-__all__ = ["consolidate_spec"]
+__all__ = ["check_no_exclusive_keys", "consolidate_spec"]
 
 
 def consolidate_spec(
@@ -70,6 +71,39 @@ def consolidate_spec(
             if isinstance(value, (Composite, StackedComposite)):
                 spec[key] = consolidate_spec(value, recurse_through_entries, recurse_through_stack)
     return spec
+
+
+def check_no_exclusive_keys(spec: Any, recurse: bool = True) -> bool:
+    """Whether no lazy stack of Composites in ``spec`` has exclusive keys (TorchRL's name).
+
+    A ``StackedComposite`` passes when all its members have the same keys; with
+    ``recurse``, so must every lazy stack held inside it (its members' entries) or inside a
+    ``Composite``'s entries. Any other spec passes.
+
+    Args:
+        spec: the spec to check.
+        recurse: also check the nested Composites and lazy stacks.
+
+    Example:
+        >>> import torch
+        >>> from rl_envs import check_no_exclusive_keys, consolidate_spec
+        >>> from rl_envs.specs import Composite, Unbounded
+        >>> a = Composite(obs=Unbounded(shape=(3,)), extra=Unbounded(shape=(2,)))
+        >>> spec = torch.stack([a, Composite(obs=Unbounded(shape=(3,)))])
+        >>> check_no_exclusive_keys(spec), check_no_exclusive_keys(consolidate_spec(spec))
+        (False, True)
+    """
+    if isinstance(spec, StackedComposite):
+        keys = set(spec.keys())
+        for member in spec._specs:
+            if set(member.keys()) != keys:
+                return False
+            if recurse and not check_no_exclusive_keys(member):
+                return False
+        return True
+    if recurse and isinstance(spec, Composite):
+        return all(check_no_exclusive_keys(value) for value in spec.values())
+    return True
 
 
 def _empty_like(specs: list[Any], batch: torch.Size) -> Any:
