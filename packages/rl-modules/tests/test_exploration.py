@@ -16,6 +16,7 @@ from rl_modules import (
     EGreedyModule,
     ExplorationType,
     OrnsteinUhlenbeckProcessModule,
+    set_exploration_modules_spec_from_env,
     set_exploration_type,
 )
 
@@ -214,3 +215,26 @@ def test_consistent_dropout_primer_draws_a_fresh_mask_per_call():
     assert not torch.equal(first, second)
     with pytest.raises(RuntimeError, match="input_shape"):
         ConsistentDropoutModule(p, in_keys="h").make_tensordict_primer()
+
+
+def test_gaussian_spec_set_later_from_an_env():
+    class Env:
+        action_spec = specs.BoxSpec(-torch.ones(3, 2), torch.ones(3, 2))  # batched: 3 envs
+        action_spec_unbatched = specs.BoxSpec(-0.1 * torch.ones(2), 0.1 * torch.ones(2))
+
+    class PlainEnv:
+        action_spec = specs.BoxSpec(-torch.ones(2), torch.ones(2))
+
+    lazy = AdditiveGaussianModule(None, sigma_init=10.0)
+    preset = specs.BoxSpec(-5 * torch.ones(2), 5 * torch.ones(2))
+    fixed = AdditiveGaussianModule(preset, sigma_init=10.0)
+    td = TensorDict(action=torch.zeros(64, 2), batch_size=[64])
+    with pytest.raises(RuntimeError, match="spec has not been set"):
+        lazy(td.clone())
+    policy = torch.nn.Sequential(lazy, fixed)
+    set_exploration_modules_spec_from_env(policy, Env())
+    assert lazy.spec is Env.action_spec_unbatched and fixed.spec is preset
+    assert lazy(td.clone())["action"].abs().max() <= 0.1
+    other = AdditiveGaussianModule(None)
+    set_exploration_modules_spec_from_env(other, PlainEnv())
+    assert other.spec is PlainEnv.action_spec

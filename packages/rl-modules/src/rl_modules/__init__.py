@@ -55,6 +55,7 @@ from rl_modules.exploration import (
     OrnsteinUhlenbeckProcessModule,
     RandomPolicy,
     gSDEModule,
+    set_exploration_modules_spec_from_env,
 )
 from rl_modules.exploration_type import ExplorationType, exploration_type, set_exploration_type
 from rl_modules.model_based import (
@@ -218,6 +219,9 @@ __all__ = [
     "set_exploration_type",
     "set_recurrent_mode",
 ]
+
+# Exploration modules built without a spec get the env's action spec.
+__all__ += ["set_exploration_modules_spec_from_env"]
 
 # Telling TensorDict modules from tensor modules, and wrapping the latter.
 __all__ += ["ensure_tensordict_compatible", "is_tensordict_compatible"]

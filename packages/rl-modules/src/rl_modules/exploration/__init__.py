@@ -6,6 +6,7 @@ from rl_modules.exploration.gaussian import AdditiveGaussianModule
 from rl_modules.exploration.gsde import LazygSDEModule, gSDEModule
 from rl_modules.exploration.ornstein_uhlenbeck import OrnsteinUhlenbeckProcessModule
 from rl_modules.exploration.random_policy import RandomPolicy
+from rl_modules.exploration.spec_from_env import set_exploration_modules_spec_from_env
 
 __all__ = [
     "AdditiveGaussianModule",
@@ -16,4 +17,5 @@ __all__ = [
     "OrnsteinUhlenbeckProcessModule",
     "RandomPolicy",
     "gSDEModule",
+    "set_exploration_modules_spec_from_env",
 ]

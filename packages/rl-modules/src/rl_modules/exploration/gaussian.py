@@ -23,7 +23,9 @@ class AdditiveGaussianModule(TensorDictModuleBase):
     ``annealing_num_steps`` calls to :meth:`step`.
 
     Args:
-        spec: spec-like action spec (``project`` keeps the action in bounds when ``safe``).
+        spec: spec-like action spec (``project`` keeps the action in bounds when ``safe``);
+            ``None`` to set it later through :attr:`spec` (e.g. with
+            :func:`set_exploration_modules_spec_from_env`), before the first call.
         sigma_init: initial scale.
         sigma_end: final scale.
         annealing_num_steps: annealing length.
@@ -47,7 +49,7 @@ class AdditiveGaussianModule(TensorDictModuleBase):
 
     def __init__(
         self,
-        spec: Any,
+        spec: Any = None,
         sigma_init: float = 1.0,
         sigma_end: float = 0.1,
         annealing_num_steps: int = 1000,
@@ -59,9 +61,7 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if safe and spec is None:
-            raise ValueError("AdditiveGaussianModule: safe=True needs a spec to project into.")
-        self.spec, self.safe = spec, safe
+        self._spec, self.safe = spec, safe
         self.sigma_init, self.sigma_end = float(sigma_init), float(sigma_end)
         self.annealing_num_steps = int(annealing_num_steps)
         self.mean, self.std = float(mean), float(std)
@@ -70,6 +70,15 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         self.out_keys = [action_key]
         self.register_buffer("sigma", torch.tensor(self.sigma_init, device=device))
         self.register_buffer("_steps", torch.tensor(0, dtype=torch.long, device=device))
+
+    @property
+    def spec(self) -> Any:
+        """The action spec the noisy action is projected into (``None``: not set yet)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        self._spec = value
 
     def step(self, frames: int = 1) -> None:
         """Advance the annealing of ``sigma`` by ``frames`` steps."""
@@ -88,7 +97,13 @@ class AdditiveGaussianModule(TensorDictModuleBase):
         noise = torch.randn_like(action) * self.std + self.mean
         action = action + self.sigma.to(action) * noise
         if self.safe:
-            spec = spec_of_key(self.spec, self.action_key, type(self).__name__)
+            if self._spec is None:
+                raise RuntimeError(
+                    "AdditiveGaussianModule: the spec has not been set; pass spec= at "
+                    "construction, set module.spec (set_exploration_modules_spec_from_env(policy, "
+                    "env) does it from an env), or build it with safe=False."
+                )
+            spec = spec_of_key(self._spec, self.action_key, type(self).__name__)
             if spec is not None:  # a Composite may declare the key without a spec (TorchRL)
                 action = project_into(spec, action, type(self).__name__)
         tensordict.set(self.action_key, action)
