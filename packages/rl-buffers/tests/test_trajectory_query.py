@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict, lazy_stack
 
 from rl_buffers import (
+    DEFAULT_DONE_KEYS,
     LazyTensorStorage,
     ListStorage,
     ReplayBuffer,
@@ -112,6 +113,16 @@ def test_iter_trajectories_ids_flags_and_errors() -> None:
         list(iter_trajectories(_data((3,)), trajectory_key="nope"))
     with pytest.raises(TypeError, match="TensorDictBase"):
         list(iter_trajectories(torch.zeros(3)))
+
+
+def test_default_done_keys_each_end_a_trajectory() -> None:
+    assert DEFAULT_DONE_KEYS == ("done", "truncated", "terminated")
+    for key in DEFAULT_DONE_KEYS:  # any one of the flags, alone, ends a trajectory
+        flags = torch.zeros(6, 1, dtype=torch.bool)
+        flags[[1, 5]] = True
+        data = TensorDict({("next", key): flags, "obs": torch.arange(6)}, [6])
+        with pytest.warns(UserWarning):
+            assert [t.length for t in iter_trajectories(data)] == [2, 4]
 
 
 def test_query_language() -> None:

@@ -57,7 +57,7 @@ from rl_buffers.tensordict_replay_buffer import (
 from rl_buffers.traj_language import TrajectoryPredicate, traj
 from rl_buffers.trajectory import Trajectory
 from rl_buffers.trajectory_bounds import find_start_stop_traj
-from rl_buffers.trajectory_query import filter_trajectories, iter_trajectories
+from rl_buffers.trajectory_query import DEFAULT_DONE_KEYS, filter_trajectories, iter_trajectories
 from rl_buffers.utils import tree_iter
 from rl_buffers.writers import (
     ImmutableDatasetWriter,
@@ -72,6 +72,7 @@ __all__ = [
     "CompressedListStorage",
     "ConsumingSampler",
     "D4RLExperienceReplay",
+    "DEFAULT_DONE_KEYS",
     "DatasetFormatError",
     "DatasetReplayBuffer",
     "DensifyReward",

@@ -17,9 +17,18 @@ from rl_buffers.trajectory_bounds import find_start_stop_traj
 ID_KEYS: tuple[NestedKey, ...] = (("collector", "traj_ids"), "traj_ids", "episode")
 """Entries of trajectory ids looked up, in order, when no ``trajectory_key`` is given."""
 
+DEFAULT_DONE_KEYS: tuple[str, ...] = ("done", "truncated", "terminated")
+"""The end-of-episode flags of a transition (TorchRL's ``torchrl.data.DEFAULT_DONE_KEYS``).
+
+Example:
+    >>> from rl_buffers import DEFAULT_DONE_KEYS
+    >>> [("next", key) for key in DEFAULT_DONE_KEYS]
+    [('next', 'done'), ('next', 'truncated'), ('next', 'terminated')]
+"""
+
 END_KEY_GROUPS: tuple[tuple[NestedKey, ...], ...] = (
-    (("next", "done"), ("next", "truncated"), ("next", "terminated")),
-    ("done", "truncated", "terminated"),
+    tuple(("next", key) for key in DEFAULT_DONE_KEYS),
+    DEFAULT_DONE_KEYS,
 )
 """End-of-episode flags used without ids: the first group present, its flags OR-ed."""
 
