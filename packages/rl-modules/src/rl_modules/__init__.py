@@ -110,6 +110,7 @@ from rl_modules.recurrent import (
     LSTMModule,
     RecurrentStatePrimer,
     StateSpec,
+    canonicalize_rnn_subset,
     recurrent_mode,
     set_recurrent_mode,
 )
@@ -219,6 +220,9 @@ __all__ = [
     "set_exploration_type",
     "set_recurrent_mode",
 ]
+
+# Row-major layout for the entries recurrent modules read and write.
+__all__ += ["canonicalize_rnn_subset"]
 
 # Exploration modules built without a spec get the env's action spec.
 __all__ += ["set_exploration_modules_spec_from_env"]

@@ -1,5 +1,6 @@
 """Recurrent modules (LSTM, GRU) with hidden states as TensorDict keys."""
 
+from rl_modules.recurrent.canonical import canonicalize_rnn_subset
 from rl_modules.recurrent.mode import recurrent_mode, set_recurrent_mode
 from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
 from rl_modules.recurrent.python_rnn import GRU, LSTM, GRUCell, LSTMCell
@@ -14,6 +15,7 @@ __all__ = [
     "LSTMModule",
     "RecurrentStatePrimer",
     "StateSpec",
+    "canonicalize_rnn_subset",
     "recurrent_mode",
     "set_recurrent_mode",
 ]

@@ -15,6 +15,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from rl_modules._keys import check_in_keys
 from rl_modules.recurrent._segments import pad_segments, split_at_resets, unpad_segments
+from rl_modules.recurrent.canonical import canonicalize_rnn_subset
 from rl_modules.recurrent.mode import recurrent_mode
 from rl_modules.recurrent.primer import RecurrentStatePrimer, StateSpec
 from rl_modules.recurrent.python_rnn import GRU, LSTM, gru_cell, lstm_cell
@@ -270,6 +271,15 @@ class _RecurrentModule(TensorDictModuleBase):
         """Sequence mode inside ``set_recurrent_mode(True)``; else ``default_recurrent_mode``."""
         mode = recurrent_mode()
         return self.default_recurrent_mode if mode is None else mode
+
+    @property
+    def canonical_keys(self) -> list[NestedKey]:
+        """The entries whose layout :meth:`canonicalize` fixes: ``in_keys`` then ``out_keys``."""
+        return [*self.in_keys, *self.out_keys]
+
+    def canonicalize(self, data: TensorDictBase, *, inplace: bool = False) -> TensorDictBase:
+        """``data`` with this module's entries row-major (see :func:`canonicalize_rnn_subset`)."""
+        return canonicalize_rnn_subset(data, [self], inplace=inplace)
 
     def make_tensordict_primer(
         self, primer_class: type | None = None, spec_class: type | None = None
