@@ -60,3 +60,35 @@ def test_missing_key_and_shared_td_check():
         VecNorm(in_keys=["obs"])(TensorDict(x=torch.zeros(1)))
     with pytest.raises(KeyError, match="build_td_for_shared_vecnorm"):
         VecNorm(in_keys=["obs"], shared_td=TensorDict())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("batch", [(), (4,), (2, 3)])
+def test_cpu_results_bit_equal_to_the_torch_formula(dtype, batch):
+    """CPU entries are normalised through numpy views (a speed path): every output and
+    statistic must be bit-equal to the formula computed with torch ops, frozen or not."""
+    g = torch.Generator().manual_seed(0)
+    decay, eps = 0.999, 1e-4
+    t = VecNorm(in_keys=["obs"], decay=decay, eps=eps)
+    total = torch.zeros(5, dtype=dtype)
+    ssq = torch.zeros(5, dtype=dtype)
+    count = torch.zeros((), dtype=dtype)
+    dims = tuple(range(len(batch)))
+    n = float(torch.Size(batch).numel())
+    for step in range(60):
+        t.frozen = step >= 40
+        x = (torch.randn(*batch, 5, generator=g) * 3 + 1).to(dtype)
+        out = t(TensorDict(obs=x.clone(), batch_size=batch))["obs"]
+        if not t.frozen:
+            total.mul_(decay).add_(x.sum(dims) if dims else x)
+            ssq.mul_(decay).add_((x * x).sum(dims) if dims else x * x)
+            count.mul_(decay).add_(n)
+        c = count.clamp_min(1e-12)
+        mean = total / c
+        std = (ssq / c - mean * mean).clamp_min(eps).sqrt().clamp_min(eps)
+        expected = (x - mean) / std
+        assert out.dtype == dtype
+        assert torch.equal(out, expected), (step, (out - expected).abs().max())
+    assert torch.equal(t.stats["obs_sum"], total)
+    assert torch.equal(t.stats["obs_ssq"], ssq)
+    assert torch.equal(t.stats["obs_count"], count)
