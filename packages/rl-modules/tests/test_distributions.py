@@ -81,6 +81,22 @@ def test_tanh_normal_rejects_bad_bounds():
         TanhNormal(torch.zeros(1), torch.ones(1), low=1.0, high=1.0)
 
 
+def test_tanh_normal_tensor_bounds_rechecked_after_in_place_change():
+    """The check of tensor bounds is remembered per pair of tensors (a policy reuses
+    its spec's bounds every step); an in-place change must be seen."""
+    low, high = -torch.ones(2), torch.ones(2)
+    loc, scale = torch.full((2,), 3.0), torch.full((2,), 1e-3)
+    assert torch.allclose(TanhNormal(loc, scale, low=low, high=high).mode, torch.tanh(loc))
+    high.mul_(4.0)  # [-1, 4]: no longer the unit box, the affine map must come back
+    mode = TanhNormal(loc, scale, low=low, high=high).mode
+    torch.testing.assert_close(mode, -1.0 + 2.5 * (torch.tanh(loc) + 1))
+    high.fill_(-2.0)
+    with pytest.raises(ValueError, match="high must exceed low"):
+        TanhNormal(loc, scale, low=low, high=high)
+    with pytest.raises(ValueError, match="high must exceed low"):  # twice: nothing kept
+        TanhNormal(loc, scale, low=low, high=high)
+
+
 def test_truncated_normal_against_closed_form():
     torch.manual_seed(0)
     loc, scale, low, high = torch.tensor([0.3, -1.0]), torch.tensor([0.5, 2.0]), -0.5, 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -26,6 +27,19 @@ _GH_NODES, _GH_WEIGHTS = _gauss_hermite(32)
 
 def _as_bound(bound: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(bound, dtype=like.dtype, device=like.device)
+
+
+# (id(low), id(high)) -> (key, weakref(low), weakref(high), unit, half_range, mid)
+_BOUNDS_MEMO: dict[tuple[int, int], tuple] = {}
+_BOUNDS_MEMO_SIZE = 64
+
+
+def _bounds_key(low: torch.Tensor, high: torch.Tensor) -> tuple[int, ...] | None:
+    """What identifies a pair of bound tensors and their contents, or ``None`` when they
+    cannot be remembered (autograd, inference tensors: no version counter)."""
+    if low.requires_grad or high.requires_grad or low.is_inference() or high.is_inference():
+        return None
+    return (id(low), id(high), low._version, high._version)
 
 
 ScaleArg = torch.Tensor | float | Callable[[torch.Tensor], torch.Tensor]
@@ -114,34 +128,62 @@ class TanhNormal(D.Distribution):
                 raise ValueError(
                     f"TanhNormal: every high must exceed low, got low={low}, high={high}."
                 )
-            self._unit = low == -1 and high == 1
+            self._set_affine(low == -1 and high == 1)
         elif torch.compiler.is_compiling():
             # tensor bounds: reading their values would break the compiled graph; the
             # rescaling below is exact for [-1, 1] too (times 1, plus 0)
-            self._unit = False
+            self._set_affine(False)
         else:
-            if bool((self.high <= self.low).any()):
-                raise ValueError(
-                    f"TanhNormal: every high must exceed low, got low={low}, high={high}."
-                )
-            self._unit = bool((self.low == -1).all() and (self.high == 1).all())
-        if self._unit:
+            self._set_tensor_bounds(low, high)
+        self.upscale, self.tanh_loc, self.safe_tanh = upscale, tanh_loc, safe_tanh
+        self._event_dims = event_dims
+        self.eps = torch.finfo(loc.dtype).resolution if eps is None else eps
+        self.update(loc, scale)
+
+    def _set_affine(self, unit: bool) -> None:
+        self._unit = unit
+        if unit:
             # [-1, 1] (the default): no rescaling, so bounds of any shape leave the
             # sample shape that of loc, as TorchRL's (which then skips its affine map)
             self._half_range, self._mid = self.high.new_ones(()), self.low.new_zeros(())
         else:
             self._half_range = (self.high - self.low) / 2
             self._mid = (self.high + self.low) / 2
-        self.upscale, self.tanh_loc, self.safe_tanh = upscale, tanh_loc, safe_tanh
-        self._event_dims = event_dims
-        self.eps = torch.finfo(loc.dtype).resolution if eps is None else eps
-        self.update(loc, scale)
+
+    def _set_tensor_bounds(self, low: object, high: object) -> None:
+        """Checks tensor bounds and derives the affine map, once per pair of bound tensors.
+
+        A policy builds a distribution per step from the same bound tensors; the check
+        reads their values (a device sync), so its result is kept while both tensors
+        are alive and unmodified (same objects, same version counters).
+        """
+        key = _bounds_key(self.low, self.high)
+        hit = _BOUNDS_MEMO.get(key[:2]) if key is not None else None
+        if hit is not None and hit[0] == key and hit[1]() is self.low and hit[2]() is self.high:
+            self._unit, self._half_range, self._mid = hit[3:]
+            return
+        if bool((self.high <= self.low).any()):
+            raise ValueError(f"TanhNormal: every high must exceed low, got low={low}, high={high}.")
+        self._set_affine(bool((self.low == -1).all() and (self.high == 1).all()))
+        if key is not None:
+            if len(_BOUNDS_MEMO) >= _BOUNDS_MEMO_SIZE:
+                _BOUNDS_MEMO.clear()
+            _BOUNDS_MEMO[key[:2]] = (
+                key,
+                weakref.ref(self.low),
+                weakref.ref(self.high),
+                self._unit,
+                self._half_range,
+                self._mid,
+            )
 
     def update(self, loc: torch.Tensor, scale: ScaleArg) -> None:
         """Swap in new parameters (same bounds and options)."""
         if self.tanh_loc:
             loc = self.upscale * torch.tanh(loc / self.upscale)
-        loc, scale = torch.broadcast_tensors(loc, resolve_scale(scale, loc))
+        scale = resolve_scale(scale, loc)
+        if scale.shape != loc.shape:
+            loc, scale = torch.broadcast_tensors(loc, scale)
         self.loc, self.scale = loc, scale
         event_dims = min(1, loc.ndim) if self._event_dims is None else self._event_dims
         self.event_dims = min(event_dims, loc.ndim)
