@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictModule, TensorDictSequential
 
 from rl_collectors import Collector
 from rl_envs import InitTracker, PendulumEnv, TransformedEnv
-from rl_modules import GRUModule
+from rl_modules import ConsistentDropoutModule, GRUModule
 
 
 def _policy() -> TensorDictSequential:
@@ -60,3 +60,18 @@ def test_default_warns_and_false_is_silent_both_leave_the_env() -> None:
             torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"]
         )
         Collector(env, plain, frames_per_batch=8, total_frames=8)
+
+
+def test_a_module_that_cannot_build_its_primer_is_skipped_with_a_warning() -> None:
+
+    policy = TensorDictSequential(
+        GRUModule(input_size=3, hidden_size=8, in_key="observation", out_key="features"),
+        ConsistentDropoutModule(0.1, in_keys="features"),  # no input_shape: no primer
+        TensorDictModule(torch.nn.Linear(8, 1), in_keys=["features"], out_keys=["action"]),
+    )
+    with pytest.warns(UserWarning, match="ConsistentDropoutModule: .*input_shape"):
+        collector = Collector(PendulumEnv(batch_size=[2]), policy, frames_per_batch=8,
+                              total_frames=8, auto_register_policy_transforms=True)  # fmt: skip
+    keys = set(collector.env.full_observation_spec.keys(True, True))
+    assert {"is_init", "recurrent_state"} <= keys  # the GRU still got its primer
+    collector.shutdown()

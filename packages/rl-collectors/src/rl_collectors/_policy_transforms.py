@@ -60,6 +60,29 @@ def _primer_keys(primer: Any) -> set[Any]:
         return set(entries.keys())  # a mapping
 
 
+def _buildable_primers(modules: list[nn.Module]) -> list[Any]:
+    """Each module's primer; a module that cannot build one (e.g. a consistent dropout without
+    ``input_shape``) is skipped with one ``UserWarning`` naming it, as TorchRL's collector does,
+    so it does not cost the other modules their primers."""
+    primers: list[Any] = []
+    failures: list[str] = []
+    for module in modules:
+        try:
+            primers.append(module.make_tensordict_primer())
+        except Exception as err:  # any module's own error: reported, not fatal
+            failures.append(f"{type(module).__name__}: {err}")
+    if failures:
+        warnings.warn(
+            "auto_register_policy_transforms: no primer from "
+            + "; ".join(sorted(set(failures)))
+            + ". The env gets the other modules' transforms; configure those modules or append "
+            "their primers to the env yourself.",
+            UserWarning,
+            stacklevel=5,
+        )
+    return primers
+
+
 def missing_policy_transforms(env: Any, policy: Any, init_key: str = "is_init") -> list[Any]:
     """The transforms ``policy``'s recurrent modules need and ``env``'s specs lack (in order:
     an ``InitTracker`` for ``init_key``, then one primer per module whose states are missing).
@@ -84,7 +107,7 @@ def missing_policy_transforms(env: Any, policy: Any, init_key: str = "is_init") 
     if not modules:
         return []
     keys = _spec_keys(env)
-    primers = [m.make_tensordict_primer() for m in modules]
+    primers = _buildable_primers(modules)
     needed_init = not _has_leaf(keys, init_key)
     needed_primers = [p for p in primers if not _primer_keys(p) <= keys]
     if not needed_init and not needed_primers:
