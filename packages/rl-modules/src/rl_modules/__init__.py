@@ -15,6 +15,7 @@ from rl_modules.actors import (
     DistributionalQValueActor,
     DistributionalQValueHook,
     DistributionalQValueModule,
+    LMHeadActorValueOperator,
     MultiStepActorWrapper,
     ProbabilisticActor,
     QValueActor,
@@ -220,6 +221,9 @@ __all__ = [
     "set_exploration_type",
     "set_recurrent_mode",
 ]
+
+# An actor-value operator on a causal language model's last hidden state.
+__all__ += ["LMHeadActorValueOperator"]
 
 # Row-major layout for the entries recurrent modules read and write.
 __all__ += ["canonicalize_rnn_subset"]

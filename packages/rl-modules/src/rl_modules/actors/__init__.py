@@ -8,6 +8,7 @@ from rl_modules.actors.actor_critic import (
 from rl_modules.actors.common import Actor, SafeModule, ValueOperator
 from rl_modules.actors.compat import ensure_tensordict_compatible, is_tensordict_compatible
 from rl_modules.actors.diffusion import DDPMSampler, DiffusionActor
+from rl_modules.actors.lm_head import LMHeadActorValueOperator
 from rl_modules.actors.multi_step import MultiStepActorWrapper
 from rl_modules.actors.probabilistic import ProbabilisticActor
 from rl_modules.actors.qvalue import (
@@ -35,6 +36,7 @@ __all__ = [
     "DistributionalQValueActor",
     "DistributionalQValueHook",
     "DistributionalQValueModule",
+    "LMHeadActorValueOperator",
     "MultiStepActorWrapper",
     "ProbabilisticActor",
     "QValueActor",
