@@ -148,6 +148,17 @@ def make_labelled_toy_env() -> LabelledToyEnv:
     return LabelledToyEnv(())
 
 
+class ToyEnvWithDoneKeys(ToyEnv):
+    """Same env, declaring its done keys (TorchRL's ``done_keys``), truncated included."""
+
+    done_keys = ("done", "terminated", "truncated")
+
+
+def make_toy_env_with_done_keys(**kwargs: object) -> ToyEnvWithDoneKeys:
+    """Picklable constructor of :class:`ToyEnvWithDoneKeys` for the multiprocess tests."""
+    return ToyEnvWithDoneKeys(**kwargs)
+
+
 class StatefulToyEnv(ToyEnv):
     """Same env, able to save and restore its exact state (``get_state`` / ``set_state``)."""
 

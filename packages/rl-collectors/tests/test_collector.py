@@ -266,6 +266,22 @@ def test_state_dict_resume_keeps_frames_and_ids() -> None:
     assert old.isdisjoint(new) and min(new) > max(old)
 
 
+def test_traj_pool_gives_the_next_id_and_moves_on_when_a_state_is_loaded() -> None:
+    first = Collector(ToyEnv((2,)), None, frames_per_batch=10, total_frames=-1)
+    ids = first.next()["collector", "traj_ids"]
+    state = first.state_dict()
+    saved = state["traj_pool"]["traj_id"].item()
+    assert saved == ids.max().item() + 1  # TorchRL's _TrajectoryPool: the next id to give
+    resumed = Collector(ToyEnv((2,)), None, frames_per_batch=10, total_frames=-1)
+    resumed.load_state_dict(state)
+    # the restarted sub-envs got their ids at load time, as in TorchRL
+    assert resumed.state_dict()["traj_pool"]["traj_id"].item() == saved + 2
+    first_ids = resumed.next()["collector", "traj_ids"][:, 0]
+    assert first_ids.tolist() == [saved, saved + 1]
+    untracked = Collector(ToyEnv(), None, frames_per_batch=2, track_traj_ids=False)
+    assert "traj_pool" not in untracked.state_dict()
+
+
 @pytest.mark.parametrize("batch", [(), (3,)])
 def test_resume_with_a_stateful_env_continues_the_trajectories_in_flight_exactly(batch) -> None:
     def run(env: ToyEnv) -> Collector:

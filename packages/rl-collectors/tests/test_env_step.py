@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
-from rl_collectors_toy_env import ToyEnv
+from rl_collectors_toy_env import BoxSpec, ToyEnv
 from tensordict import TensorDict
 
+from rl_collectors import Collector
 from rl_collectors._env_step import env_step_and_maybe_reset, partial_reset, step_mdp
 
 
@@ -69,3 +70,49 @@ def test_step_mdp_merges_a_root_sub_tensordict_with_next() -> None:
     out = step_mdp(td)
     assert set(out.keys(True, True)) == {("rs", "h"), ("rs", "c"), "observation"}
     assert (out["rs", "h"] == 1).all() and (out["rs", "c"] == 0).all()
+
+
+class _GroupDoneEnv:
+    """Batch ``[2]``, one group ``"agents"`` of 2 with its own done flags and no root
+    ``"done"`` (TorchRL's nested-done layout). Sub-env ``i`` ends after ``3 + i`` steps.
+    Like TorchRL's mock envs, it refuses a root ``"_reset"``: resets come per group."""
+
+    batch_size = torch.Size([2])
+    device = torch.device("cpu")
+    done_keys = (("agents", "done"), ("agents", "terminated"))
+    reset_keys = (("agents", "_reset"),)
+
+    def __init__(self) -> None:
+        self.t = torch.zeros(2, dtype=torch.int64)
+        self.action_spec = BoxSpec((2, 1))
+        self.reset_flags: list[torch.Tensor] = []
+
+    def _group(self, done: torch.Tensor) -> TensorDict:
+        obs = self.t.float().reshape(2, 1, 1).expand(2, 2, 1).clone()
+        return TensorDict({"obs": obs, "done": done, "terminated": done.clone()}, [2, 2])
+
+    def reset(self, tensordict: TensorDict | None = None) -> TensorDict:
+        if tensordict is not None and "_reset" in tensordict:
+            raise AssertionError("a root '_reset' reached an env without a root 'done'")
+        flag = torch.ones(2, 2, 1, dtype=torch.bool)
+        if tensordict is not None and ("agents", "_reset") in tensordict.keys(True):
+            flag = tensordict.get(("agents", "_reset"))
+            self.reset_flags.append(flag.clone())
+        self.t[flag.reshape(2, -1).any(-1)] = 0
+        return TensorDict({"agents": self._group(torch.zeros(2, 2, 1, dtype=torch.bool))}, [2])
+
+    def step(self, tensordict: TensorDict) -> TensorDict:
+        self.t += 1
+        done = (self.t >= torch.tensor([3, 4])).reshape(2, 1, 1).expand(2, 2, 1).clone()
+        nxt = TensorDict({"agents": self._group(done), "reward": torch.zeros(2, 1)}, [2])
+        return tensordict.set("next", nxt)
+
+
+def test_envs_without_a_root_done_are_reset_per_group() -> None:
+    env = _GroupDoneEnv()
+    batch = Collector(env, None, frames_per_batch=16, total_frames=16).next()
+    # each sub-env restarts its count after its episode: 0 1 2 0 1 2 0 1 / 0 1 2 3 0 1 2 3
+    want = torch.tensor([[0, 1, 2, 0, 1, 2, 0, 1], [0, 1, 2, 3, 0, 1, 2, 3]]).float()
+    assert torch.equal(batch["agents", "obs"][:, :, 0, 0], want)
+    # the group's own done flags were the reset request (sub-env 0 alone, first)
+    assert torch.equal(env.reset_flags[0][:, 0, 0], torch.tensor([True, False]))

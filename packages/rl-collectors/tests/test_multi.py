@@ -95,6 +95,23 @@ def test_sync_split_flatten_and_buffer() -> None:
     assert int(out["collector", "mask"].sum()) == 40
 
 
+def test_sync_extends_the_buffer_with_each_workers_piece() -> None:
+    """As TorchRL's workers each extend the shared buffer: one ``[*env.batch_size, T]``
+    piece per worker, in worker order, and iteration yields ``None``."""
+    items: list = []
+
+    class ListBuffer:
+        def extend(self, td: object) -> None:
+            items.append(td)
+
+    with MultiSyncCollector([TOY_2, TOY_2], None, frames_per_batch=16, total_frames=32,
+                            replay_buffer=ListBuffer()) as collector:  # fmt: skip
+        assert list(collector) == [None, None]
+    assert [b.shape for b in items] == [torch.Size([2, 4])] * 4
+    # worker 0 then worker 1 per batch: their trajectory ids are even, then odd
+    assert [int(b["collector", "traj_ids"][0, 0]) % 2 for b in items] == [0, 1, 0, 1]
+
+
 def test_async_frames_versions_and_outputs() -> None:
     policy = ScalePolicy(0.0)
     collector = MultiAsyncCollector(
@@ -187,6 +204,8 @@ def test_state_dict_resume() -> None:
         TOY_2, ScalePolicy(0.0), num_workers=2, frames_per_batch=8, total_frames=40
     )
     resumed.load_state_dict(state)
+    # TorchRL's "traj_pool": above every id given so far, and moving on once loaded
+    assert resumed.state_dict()["traj_pool"]["traj_id"] > state["traj_pool"]["traj_id"]
     rest = list(resumed)
     resumed.shutdown()
     assert resumed.frames == 40 and sum(b.numel() for b in seen + rest) == 40
@@ -194,6 +213,7 @@ def test_state_dict_resume() -> None:
     old = set(torch.cat([b["collector", "traj_ids"].flatten() for b in seen]).tolist())
     new = set(torch.cat([b["collector", "traj_ids"].flatten() for b in rest]).tolist())
     assert old.isdisjoint(new)
+    assert state["traj_pool"]["traj_id"].item() > max(old)
 
 
 def test_frame_counts_are_rounded_up_to_whole_steps_of_every_worker() -> None:

@@ -23,7 +23,8 @@ TRUNCATED_KEY: NestedKey = "truncated"
 RESET_KEY = "_reset"
 
 
-def _as_tuple(key: NestedKey) -> tuple[str, ...]:
+def as_tuple(key: NestedKey) -> tuple[str, ...]:
+    """A nested key as a tuple (``"done"`` -> ``("done",)``)."""
     return key if isinstance(key, tuple) else (key,)
 
 
@@ -83,15 +84,39 @@ def step_mdp(
         if key not in present:
             out.set(key, value)
         elif is_tensor_collection(value) and is_tensor_collection(out.get(key)):
-            nested = {_as_tuple(k) for k in out.get(key).keys(True, True)}
+            nested = {as_tuple(k) for k in out.get(key).keys(True, True)}
             for sub_key, leaf in value.items(True, True):
-                if _as_tuple(sub_key) not in nested:
-                    out.set((key, *_as_tuple(sub_key)), leaf)
+                if as_tuple(sub_key) not in nested:
+                    out.set((key, *as_tuple(sub_key)), leaf)
     return out
 
 
 def _reset_mask_like(done: torch.Tensor) -> torch.Tensor:
     return done.to(torch.bool)
+
+
+def _nested_reset_keys(env: Any) -> tuple[tuple[str, ...], ...]:
+    """The env's ``(*group, "_reset")`` keys when it has no root ``"done"`` (every done flag
+    lives in a group, e.g. ``("agents", "done")``): TorchRL envs expect a partial reset
+    there, per group, and may refuse a root ``"_reset"``. Empty otherwise."""
+    keys = tuple(as_tuple(key) for key in getattr(env, "reset_keys", None) or ())
+    if not keys or (RESET_KEY,) in keys:
+        return ()
+    return keys
+
+
+def _group_reset_flag(
+    root: TensorDictBase, key: tuple[str, ...], mask: torch.Tensor
+) -> torch.Tensor:
+    """The reset flag of one done group: its own ``"done"`` in ``root`` where present (only
+    the done members restart), else the sub-env ``mask`` broadcast to the group."""
+    done = root.get((*key[:-1], DONE_KEY), None)
+    if done is not None:
+        return done.to(torch.bool)
+    group = root.get(key[:-1], None) if len(key) > 1 else None
+    shape = (*group.batch_size, 1) if group is not None else mask.shape
+    flat = mask.reshape(*mask.shape[:-1], *([1] * (len(shape) - mask.ndim + 1)))
+    return flat.expand(shape).to(torch.bool)
 
 
 def partial_reset(env: Any, root: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
@@ -108,12 +133,16 @@ def partial_reset(env: Any, root: TensorDictBase, mask: torch.Tensor) -> TensorD
         ``root`` updated in place with the reset entries.
     """
     request = root.clone(False)
-    request.set(RESET_KEY, _reset_mask_like(mask))
+    reset_keys = _nested_reset_keys(env)
+    if reset_keys:
+        for key in reset_keys:
+            request.set(key, _group_reset_flag(root, key, mask))
+    else:
+        request.set(RESET_KEY, _reset_mask_like(mask))
     fresh = env.reset(request)
     if fresh is None:
         raise RuntimeError("env.reset(td) returned None; the contract asks for a TensorDict.")
-    if fresh.get(RESET_KEY, None) is not None:
-        fresh = fresh.exclude(RESET_KEY)
+    fresh = fresh.exclude(RESET_KEY, *reset_keys)
     if mask.all():
         root.update(fresh)
         return root
@@ -196,7 +225,7 @@ def env_rollout(env: Any) -> Callable[..., TensorDictBase] | None:
 def done_keys_of(env: Any) -> tuple[NestedKey, ...]:
     """The env's done keys (TorchRL's ``done_keys``: nested ones for multi-agent groups)."""
     keys = getattr(env, "done_keys", None)
-    return tuple(key for key in keys if _as_tuple(key)[-1] == DONE_KEY) if keys else (DONE_KEY,)
+    return tuple(key for key in keys if as_tuple(key)[-1] == DONE_KEY) if keys else (DONE_KEY,)
 
 
 def end_of_trajectory(

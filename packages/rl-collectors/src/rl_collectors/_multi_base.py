@@ -331,6 +331,7 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         trajs_per_batch: int | None = None,
         traj_format: str | None = None,
         trajs_per_write: int | None = None,
+        set_truncated: bool = False,
     ) -> None:
         if sync is not None and bool(sync) is not self._synchronous:
             raise ValueError(
@@ -407,7 +408,9 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
             "trust_policy": trust_policy,
             "compile_policy": compile_policy,
             "cudagraph_policy": cudagraph_policy,
+            "set_truncated": set_truncated,
         }
+        self.set_truncated = set_truncated
         specs = self._worker_specs(env_fns, env_kwargs, devices, collector_kwargs, num_sub_threads)
         self._start_workers(specs)
         self.env_batch_size = self._await_env_batch_size()
@@ -760,7 +763,10 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
 
     def state_dict(self) -> dict[str, Any]:
         """Counters, the weights and each worker's collector state under ``"worker<i>"``
-        (TorchRL's layout; a worker's ``policy_state_dict`` holds the weights it will use)."""
+        (TorchRL's layout; a worker's ``policy_state_dict`` holds the weights it will use).
+
+        ``"traj_pool"`` (TorchRL's entry, with trajectory ids tracked) is
+        ``{"traj_id": tensor}``: above every id the workers have given so far."""
         self._idle_check()
         state: dict[str, Any] = {
             "frames": self._frames,
@@ -769,6 +775,9 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         }
         for index in range(self.num_workers):
             state[f"worker{index}"] = self._request(index, "state_dict")
+        pools = [state[f"worker{i}"].get("traj_pool") for i in range(self.num_workers)]
+        if self.track_traj_ids and all(pool is not None for pool in pools):
+            state["traj_pool"] = {"traj_id": max(pool["traj_id"] for pool in pools).clone()}
         if isinstance(self.policy, nn.Module):
             state["policy_state_dict"] = {
                 k: v.detach().clone() for k, v in self.policy.state_dict().items()

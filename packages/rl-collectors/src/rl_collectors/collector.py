@@ -47,6 +47,7 @@ from rl_collectors._policy import (
 )
 from rl_collectors._policy_transforms import register_policy_transforms
 from rl_collectors._trajs import TrajectoryBatching
+from rl_collectors._truncate import truncate_step, truncated_keys_of
 from rl_collectors.weight_sync import WeightSyncScheme, policy_scheme
 
 DeviceLike = torch.device | str | int | None
@@ -207,6 +208,11 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         policy_factory: a callable returning the policy (instead of ``policy``), as TorchRL.
             A policy with ``set_action_spec_from_env(env)`` (a spec-less ``RandomPolicy``)
             is given the env's action spec either way.
+        set_truncated: ``True`` sets every ``"truncated"`` entry of the last step of each
+            batch (and its sibling ``"done"``, not ``"terminated"``) to ``True``, as TorchRL:
+            a batch then ends its trajectories for a trajectory sampler. The env is not
+            reset there, so the next batch goes on from the same state. The env must
+            declare a truncated key (``env.add_truncated_keys()``), else ``ValueError``.
 
     Examples:
         >>> collector = Collector(make_env, policy=None, frames_per_batch=100, total_frames=300)  # doctest: +SKIP
@@ -254,6 +260,7 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         traj_format: str | None = None,
         trajs_per_write: int | None = None,
         auto_register_policy_transforms: bool | None = None,
+        set_truncated: bool = False,
     ) -> None:
         if policy_factory is not None:
             if policy is not None:
@@ -278,6 +285,8 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         )
         if max_frames_per_traj is not None:
             _refuse_a_second_step_counter(self.env)
+        self.set_truncated = set_truncated
+        self._truncated_keys = truncated_keys_of(self.env) if set_truncated else ()
         self.batch_size = torch.Size(self.env.batch_size)
         self._env_numel = self.batch_size.numel()
         frames_per_batch, total_frames = fit_frames(
@@ -343,6 +352,7 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         self._traj_ids = torch.zeros(self._env_numel, dtype=torch.int64)
         self._traj_counter = 0
         self._traj_offset, self._traj_stride = 0, 1
+        self._reset_ids_issued = False  # load_state_dict gave the restarted sub-envs their ids
         self._shared_buffer = False
         self._step_count = torch.zeros(self._env_numel, dtype=torch.int64)
         self._frames = 0
@@ -393,7 +403,9 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         if root is None:
             raise RuntimeError("env.reset() returned None; the contract asks for a TensorDict.")
         # Every sub-env starts a new trajectory, with a new id (ids are never reused).
-        self._new_traj_ids(torch.ones(self._env_numel, dtype=torch.bool))
+        if not self._reset_ids_issued:
+            self._new_traj_ids(torch.ones(self._env_numel, dtype=torch.bool))
+        self._reset_ids_issued = False
         self._step_count.zero_()
         return root
 
@@ -598,6 +610,10 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         if self.track_policy_version and written:
             for key in POLICY_VERSION_KEYS:
                 self._buffer.data.get(key)[..., :written].fill_(self.policy_version)
+        if self._truncated_keys and written:
+            truncate_step(
+                self._buffer.data, self._truncated_keys, len(self.batch_size), written - 1
+            )
         self._frames += written * self._env_numel
         self.last_timings = BatchTimings(
             frames=written * self._env_numel,
@@ -632,6 +648,8 @@ class Collector(TrajectoryBatching, BackgroundCollection):
             transition, self._steps_per_batch, self._extra_leaves(), self.storing_device
         )
         data = buffer.data.zero_()
+        if self._truncated_keys:
+            truncate_step(data, self._truncated_keys, len(self.batch_size), -1)
         return data if self.track_traj_ids else data.exclude(TRAJ_IDS_KEY)
 
     def _ensure_buffer(self, transition: TensorDictBase) -> None:
@@ -768,12 +786,16 @@ class Collector(TrajectoryBatching, BackgroundCollection):
         """
         self._root = None
         self._traj_counter = 0
+        self._reset_ids_issued = False
         if self._traj_assembly is not None:
             self._traj_assembly.clear()
 
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """What :meth:`load_state_dict` needs to resume: counters, policy and env state.
+
+        With ``track_traj_ids`` it also holds TorchRL's ``"traj_pool"`` entry:
+        ``{"traj_id": tensor}``, the next trajectory id this collector would give.
 
         When the env can save its exact state (``env.get_state()``, see
         ``docs/contract.md``), the state also holds it together with the step the
@@ -787,6 +809,9 @@ class Collector(TrajectoryBatching, BackgroundCollection):
             "traj_counter": self._traj_counter,
             "policy_version": self.policy_version,
         }
+        if self.track_traj_ids:
+            next_id = self._traj_counter * self._traj_stride + self._traj_offset
+            state["traj_pool"] = {"traj_id": torch.tensor(next_id, dtype=torch.int64)}
         if self.policy is not None:
             weights = policy_state_dict(self.policy)
             if weights is not None:
@@ -820,7 +845,8 @@ class Collector(TrajectoryBatching, BackgroundCollection):
 
         With a saved live state (an env with ``get_state``/``set_state``) the
         trajectories in flight continue exactly; without one the env restarts from
-        a reset and the trajectories that follow get new ids.
+        a reset at the next batch, and the trajectories it starts get their new ids
+        now (so ``state_dict()["traj_pool"]`` moves on at once, as in TorchRL).
         """
         missing = {"frames", "iter", "traj_counter"} - set(state_dict)
         if missing:
@@ -848,6 +874,9 @@ class Collector(TrajectoryBatching, BackgroundCollection):
             self._root = live["root"].clone()
             self._traj_ids.copy_(live["traj_ids"])
             self._step_count.copy_(live["step_count"])
+        else:
+            self._new_traj_ids(torch.ones(self._env_numel, dtype=torch.bool))
+            self._reset_ids_issued = True
         self._iterator = None
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -57,7 +57,8 @@ class MultiSyncCollector(MultiCollector):
             ``reset_at_each_iter``, ``postproc``, ``split_trajs``, ``exploration_type``,
             ``replay_buffer``, ``flatten``, ``progress_bar``, ``track_traj_ids``,
             ``track_policy_version``, the hooks,
-            ``trust_policy``, ``compile_policy``, ``cudagraph_policy``), plus
+            ``trust_policy``, ``compile_policy``, ``cudagraph_policy``, ``set_truncated``
+            (each worker's last step of each batch)), plus
             ``mp_start_method`` (default ``forkserver`` where available), ``num_sub_threads``
             and ``weight_sync_schemes`` (``{"policy": scheme}``, see
             :mod:`rl_collectors.weight_sync`).
@@ -152,6 +153,12 @@ class MultiSyncCollector(MultiCollector):
         for key in pieces[0]:
             batch.set(key, torch.stack([piece[key] for piece in pieces], 0))
 
+    def _extends_per_worker(self) -> bool:
+        """Whether each worker's piece goes to the replay buffer by itself, as TorchRL's
+        workers each extend the shared buffer with their own ``[*env.batch_size, T]`` batch
+        (so a buffer of flat steps holds ``frames_per_batch`` new entries per batch)."""
+        return self._batch_replay_buffer is not None and self.extend_buffer and not self.flatten
+
     def _batches(self) -> Iterator[TensorDictBase | None]:
         bar = make_progress_bar(self.progress_bar, self.total_frames, self._frames)
         preempt_after = (
@@ -186,26 +193,34 @@ class MultiSyncCollector(MultiCollector):
                 self._attach_non_tensor(batch, [written[i] for i in range(self.num_workers)])
                 if self._preempt or len(set(plan)) > 1:
                     mark_invalid_tail(batch, [written[i] for i in range(self.num_workers)])
-                if self.cat_results not in (None, "stack"):
-                    batch = torch.cat(batch.unbind(0), self.cat_results)
                 if batch.device != self.storing_device:
                     batch = batch.to(self.storing_device)
+                pieces = None
+                if self._extends_per_worker():
+                    pieces = batch.unbind(0)
+                elif self.cat_results not in (None, "stack"):
+                    batch = torch.cat(batch.unbind(0), self.cat_results)
                 collected = sum(written.values()) * self._env_numel
                 self._frames += collected
                 self._iter += 1
                 self.last_timings = self._timings(active, collected, started)
                 if bar is not None:
                     bar.update(collected)
-                yield finish_batch(
-                    batch,
-                    split_trajs=self.split_trajs,
-                    flatten=self.flatten,
-                    postproc=self.postproc,
-                    replay_buffer=self._batch_replay_buffer,
-                    extend_buffer=self.extend_buffer,
-                    keep_traj_ids=self.track_traj_ids,
-                    exclude_private_keys=self._exclude_private_keys,
-                )
+                options = {
+                    "split_trajs": self.split_trajs,
+                    "flatten": self.flatten,
+                    "postproc": self.postproc,
+                    "replay_buffer": self._batch_replay_buffer,
+                    "extend_buffer": self.extend_buffer,
+                    "keep_traj_ids": self.track_traj_ids,
+                    "exclude_private_keys": self._exclude_private_keys,
+                }
+                if pieces is None:
+                    yield finish_batch(batch, **options)
+                    continue
+                for piece in pieces:
+                    finish_batch(piece, **options)
+                yield None
         finally:
             if bar is not None:
                 bar.close()
