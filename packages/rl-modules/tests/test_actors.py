@@ -85,6 +85,63 @@ def test_probabilistic_actor_exploration_types():
     assert not torch.equal(mean, det)  # E[tanh(x)] differs from tanh(E[x])
 
 
+class _RecordInteraction(nn.Module):
+    """Params of a Normal that also record the interaction type they ran under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(3, 4)
+        self.seen: list[object] = []
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        from tensordict.nn import interaction_type
+
+        self.seen.append(interaction_type())
+        loc, log_scale = self.net(obs).chunk(2, -1)
+        return loc, log_scale.exp()
+
+
+@pytest.mark.parametrize("return_log_prob", [True, False])
+@pytest.mark.parametrize("etype", [None, ExplorationType.RANDOM, ExplorationType.DETERMINISTIC])
+def test_probabilistic_actor_direct_call_matches_the_generic_sequence(return_log_prob, etype):
+    """A documented actor is called as parameter module then sampler, skipping the
+    sequence's generic layers: the same entries, bit for bit, as tensordict's
+    ProbabilisticTensorDictSequential.forward, and the same interaction type for the
+    parameter module (the sampler's default outside any block)."""
+    from contextlib import nullcontext
+
+    from tensordict.nn import ProbabilisticTensorDictSequential, set_skip_existing
+
+    torch.manual_seed(0)
+    params = _RecordInteraction()
+    actor = ProbabilisticActor(
+        TensorDictModule(params, ["observation"], ["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": torch.tensor([-2.0, 0.0]), "high": torch.tensor([2.0, 3.0])},
+        return_log_prob=return_log_prob,
+    )
+    assert actor._plain()
+    td = TensorDict(observation=torch.randn(5, 3), batch_size=[5])
+    block = set_exploration_type(etype) if etype is not None else nullcontext()
+    with block:
+        torch.manual_seed(1)
+        fast = actor(td.clone())
+        fast_seen = params.seen[:]
+        params.seen.clear()
+        torch.manual_seed(1)
+        generic = ProbabilisticTensorDictSequential.forward(actor, td.clone())
+    assert fast_seen == params.seen
+    assert set(fast.keys(True, True)) == set(generic.keys(True, True))
+    for key in generic.keys(True, True):
+        assert torch.equal(fast[key], generic[key]), key
+    # anything beyond the documented shape takes tensordict's own path
+    with set_skip_existing(True):
+        assert not actor._plain()
+    actor.inplace = False
+    assert not actor._plain()
+
+
 @pytest.mark.parametrize("dist", [TruncatedNormal, TanhDelta])
 def test_other_bounded_distributions_read_spec(dist):
     spec = specs.BoxSpec(torch.tensor([3.0]), torch.tensor([4.0]))

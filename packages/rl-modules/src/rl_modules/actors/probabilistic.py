@@ -13,8 +13,12 @@ from tensordict.nn import (
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
     TensorDictModuleBase,
+    set_interaction_type,
+    skip_existing,
 )
+from tensordict.nn.probabilistic import interaction_type
 from tensordict.utils import NestedKey
+from torch import nn
 
 from rl_modules._spec import as_composite, project_into, spec_bounds
 from rl_modules.actors.common import leaf_spec
@@ -38,6 +42,19 @@ def _takes_bounds(distribution_class: type) -> bool:
 
 def _as_list(keys: NestedKey | Sequence[NestedKey]) -> list[NestedKey]:
     return [keys] if isinstance(keys, (str, tuple)) else list(keys)
+
+
+def _plain_modules(det: nn.Module, modules: list[nn.Module]) -> bool:
+    """A parameter module then a plain sampler, the first alone in the deterministic part."""
+    if len(modules) != 2:
+        return False
+    first, last = modules
+    return (
+        type(last) is ProbabilisticTensorDictModule
+        and not isinstance(first, ProbabilisticTensorDictModule | ProbabilisticTensorDictSequential)
+        and len(det.module) == 1
+        and det.module[0] is first
+    )
 
 
 class ProbabilisticActor(ProbabilisticTensorDictSequential):
@@ -152,9 +169,56 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self.safe = safe
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        out = super().forward(tensordict, *args, **kwargs)
+        if not args and not kwargs and isinstance(tensordict, TensorDictBase) and self._plain():
+            out = self._forward_plain(tensordict)
+        else:
+            out = super().forward(tensordict, *args, **kwargs)
         if self.safe:
             key = self.module[-1].out_keys[0]
             spec = leaf_spec(self.spec, key, 1)
             out.set(key, project_into(spec, out.get(key), type(self).__name__))
         return out
+
+    def _plain(self) -> bool:
+        """Whether a call is exactly: the parameter module, then the sampler.
+
+        That is the case for an actor built as documented (one parameter module, the
+        default options, no ``skip_existing`` mode); tensordict's generic sequence call
+        then only adds its dispatch layers (~10 us per call). The verdict on the modules
+        is kept until they or the deterministic part change.
+        """
+        det = self.__dict__.get("_det_part")
+        modules = self._modules.get("module")
+        if det is None or type(modules) is not nn.ModuleList:
+            return False
+        token = (det, *modules._modules.values())
+        cached = self.__dict__.get("_plain_modules")
+        if cached is None or cached[0] != token:
+            cached = (token, _plain_modules(det, list(modules)))
+            self.__dict__["_plain_modules"] = cached
+        return (
+            cached[1]
+            and self._requires_sample is True
+            and self.return_composite is False
+            and self.inplace is None
+            and det.inplace is None
+            and not self.partial_tolerant
+            and not det.partial_tolerant
+            and not self._select_before_return
+            and not det._select_before_return
+            and not det._forward_hooks
+            and not det._forward_pre_hooks
+            and not skip_existing()
+        )
+
+    def _forward_plain(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """What tensordict's ``ProbabilisticTensorDictSequential.forward`` does in the
+        :meth:`_plain` case: the parameters under the current interaction type (the
+        sampler's default outside any block), then the sampler, in place."""
+        first, sampler = self.module[0], self.module[1]
+        if interaction_type() is None:
+            with set_interaction_type(sampler.default_interaction_type):
+                tensordict = first(tensordict)
+        else:
+            tensordict = first(tensordict)
+        return sampler(tensordict, _requires_sample=True)
