@@ -3,7 +3,6 @@
 from importlib.metadata import version as _version
 
 from rl_envs.auto_reset import AutoResetEnv, AutoResetTransform
-from rl_envs.auto_unwrap import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from rl_envs.batched import AsyncEnvPool, ParallelEnv, SerialEnv, WorkerError
 from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
@@ -133,6 +132,5 @@ __all__ += [
 ]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
 __all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]
-__all__ += ["auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 __all__ += ["FinancialRegimeEnv", "TicTacToeEnv", "register_gym_spec_conversion"]
 __all__ += ["RobotDatasetMetadata", "UniformActionTokenizer"]

@@ -10,7 +10,6 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.auto_unwrap import auto_unwrap_transformed_env
 from rl_envs.env_base import EnvBase, keep_preset_next
 from rl_envs.rollout_backend import RolloutBackend, choose_backend
 from rl_envs.transforms.callable import as_transform
@@ -127,7 +126,6 @@ class TransformedEnv(EnvBase):
     Args:
         base_env: the env to wrap. A ``TransformedEnv`` is unwrapped (its
             transforms move to the front of the new stack) unless ``auto_unwrap=False``
-            (default: :func:`~rl_envs.set_auto_unwrap_transformed_env`'s setting, ``True``)
             or either class is a subclass (e.g. ``AutoResetEnv``).
         transform: a transform, a ``Compose`` or a callable ``TensorDict -> TensorDict``
             (default: an empty ``Compose``). ``env.transform`` is that object itself, as
@@ -167,9 +165,11 @@ class TransformedEnv(EnvBase):
             base_env = base_env.to(device)
         inner: list[Transform] = []
         # exact types, as in TorchRL: a subclass (e.g. AutoResetEnv) keeps its own stack
-        if auto_unwrap is None:
-            auto_unwrap = auto_unwrap_transformed_env()
-        if type(base_env) is TransformedEnv and type(self) is TransformedEnv and auto_unwrap:
+        if (
+            type(base_env) is TransformedEnv
+            and type(self) is TransformedEnv
+            and auto_unwrap is not False
+        ):
             inner = _detach_all(base_env.transform)
             base_env = base_env.base_env
         super().__init__(
