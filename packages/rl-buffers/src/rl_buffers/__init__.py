@@ -69,10 +69,10 @@ from rl_buffers.writers import (
 __version__ = _version("rl-buffers")
 
 __all__ = [
+    "DEFAULT_DONE_KEYS",
     "CompressedListStorage",
     "ConsumingSampler",
     "D4RLExperienceReplay",
-    "DEFAULT_DONE_KEYS",
     "DatasetFormatError",
     "DatasetReplayBuffer",
     "DensifyReward",
