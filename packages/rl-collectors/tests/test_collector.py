@@ -266,6 +266,12 @@ def test_state_dict_resume_keeps_frames_and_ids() -> None:
     assert old.isdisjoint(new) and min(new) > max(old)
 
 
+def test_flatten_applies_without_trajectory_ids_too() -> None:
+    kwargs = {"frames_per_batch": 8, "total_frames": 8, "flatten": True}
+    batch = Collector(ToyEnv((2,)), None, track_traj_ids=False, **kwargs).next()
+    assert batch.shape == torch.Size([8]) and "collector" not in batch
+
+
 def test_traj_pool_gives_the_next_id_and_moves_on_when_a_state_is_loaded() -> None:
     first = Collector(ToyEnv((2,)), None, frames_per_batch=10, total_frames=-1)
     ids = first.next()["collector", "traj_ids"]

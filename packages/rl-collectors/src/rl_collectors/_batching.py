@@ -135,7 +135,7 @@ def finish_batch(
         batch = batch.exclude(TRAJ_IDS_KEY)
         if not batch.get("collector").keys():
             batch = batch.exclude("collector")
-    elif flatten:
+    if flatten:
         batch = batch.reshape(-1)
         if MASK_KEY in batch.keys(include_nested=True):
             batch = batch[batch.get(MASK_KEY)]
