@@ -138,6 +138,8 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
     "envs/test_auto_reset.py::TestAutoReset::test_env_constructor_compile_kwarg": "checks TorchRL's private _compiled_step_and_maybe_reset cache in env.__dict__",
     "envs/test_step_mdp.py::TestStepMdp::test_step_class": "TorchRL's private cached step_mdp (_StepMDP); rl_envs has one step_mdp (issue #14)",
     "test_collectors.py::TestLibThreading": "TorchRL's global torch-thread bookkeeping",
+    "test_collectors.py::TestCollectorGeneric::test_shared_mem_transport_logs_weight_sync": "checks the arguments of TorchRL's internal torchrl_logger.debug call (its log message format)",
+    "test_collectors.py::TestPolicyFactory::test_update_weights[weight_updater]": "subclasses WeightUpdaterBase to drive TorchRL's private worker-pipe protocol (collector.pipes, the 'update' / 'updated' messages) for MPS weights",
     "test_collectors.py::TestCollectorProfiling": "TorchRL's profiling internals",
     "test_collectors.py::test_ray_weight_sync_copy_preserves_config_and_resets_runtime": "private state of TorchRL's Ray weight-sync scheme (_copy_uninitialized, _rendezvous_id)",
     "test_collectors.py::test_ray_weight_transport_uses_canonical_tensor_order": "TorchRL's private Ray weight-transport helpers (_weight_tensors, _weight_tensor_signature)",
