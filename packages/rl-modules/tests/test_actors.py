@@ -94,7 +94,7 @@ class _RecordInteraction(nn.Module):
         self.seen: list[object] = []
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        from tensordict.nn import interaction_type
+        from tensordict.nn.probabilistic import interaction_type  # tensordict 0.14 and 0.15
 
         self.seen.append(interaction_type())
         loc, log_scale = self.net(obs).chunk(2, -1)
