@@ -331,10 +331,12 @@ def write_report(labels: list[str], command: str) -> None:
         f"{len(resolved)} names recorded as missing when their files were measured resolve",
         "through the shim at the packages' current commit and are not listed.",
         "",
-        "| name | tests blocked |",
-        "|---|---:|",
     ]
-    lines += [f"| `{n}` | {blocked[n]} |" for n in needed]
+    if needed:
+        lines += ["| name | tests blocked |", "|---|---:|"]
+        lines += [f"| `{n}` | {blocked[n]} |" for n in needed]
+    else:
+        lines.append("None.")
     lines += [
         "",
         f"## Missing public names no in-scope test uses ({len(unused)})",
