@@ -14,6 +14,7 @@ Also tested on HalfCheetah-v5 and CartPole-v1 (``--env CartPole-v1``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -36,6 +37,7 @@ from _common import (
     save_checkpoint,
     seed_everything,
 )
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule
 from torch import nn
 from torch.distributions import Categorical
@@ -87,6 +89,9 @@ class Config(RunConfig):
     """Discount factor."""
     gae_lambda: float = 0.95
     """GAE lambda."""
+    recompute_advantage: bool = True
+    """Recompute GAE with the current critic before every epoch (TorchRL's examples); false
+    computes it once per batch, before the first epoch (SB3, CleanRL)."""
     clip_epsilon: float = 0.2
     """PPO ratio clipping."""
     entropy_coeff: float = 0.0
@@ -131,7 +136,8 @@ class Config(RunConfig):
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # RL Baselines3 Zoo's tuned PPO for HalfCheetah (hyperparams/ppo.yml, 5819 at 1M frames):
         # VecNormalize (observations clipped at 10, rewards by return), ReLU 256x256 nets
-        # without orthogonal init, log-std -2, constant learning rate.
+        # without orthogonal init, log-std -2, constant learning rate, and SB3's PPO itself:
+        # a Gaussian clipped to the bounds by the env, GAE computed once per batch.
         "zoo-halfcheetah": {
             "env": "HalfCheetah-v5",
             "num_envs": 1,
@@ -143,6 +149,7 @@ class Config(RunConfig):
             "anneal_lr": False,
             "gamma": 0.98,
             "gae_lambda": 0.92,
+            "recompute_advantage": False,
             "clip_epsilon": 0.1,
             "entropy_coeff": 0.000401762,
             "critic_coeff": 0.58096,
@@ -151,9 +158,11 @@ class Config(RunConfig):
             "activation": "relu",
             "ortho_init": False,
             "log_std_init": -2.0,
+            "tanh_squash": False,
             "reward_norm": True,
             "obs_clip": 10.0,
             "eval_every": 51_200,
+            "eval_episodes": 5,
             "target_return": float("inf"),
         },
     }
@@ -166,6 +175,31 @@ def gae_class(kernels: bool) -> type:
 
         return KernelGAE
     return GAE
+
+
+def epoch_minibatches(
+    batch: TensorDictBase,
+    advantage: Callable[[TensorDictBase], object],
+    buffer: ReplayBuffer,
+    epochs: int,
+    recompute_advantage: bool,
+) -> Iterator[TensorDictBase]:
+    """Every minibatch of ``epochs`` passes over ``batch``, GAE written before each pass or
+    only before the first.
+
+    >>> from tensordict import TensorDict
+    >>> rb = ReplayBuffer(storage=LazyTensorStorage(4), sampler=SamplerWithoutReplacement(),
+    ...                   batch_size=2)
+    >>> td = TensorDict({"x": torch.zeros(4)}, [4])
+    >>> len(list(epoch_minibatches(td, lambda b: b, rb, epochs=3, recompute_advantage=False)))
+    6
+    """
+    for epoch in range(epochs):
+        if epoch == 0 or recompute_advantage:
+            with torch.no_grad():
+                advantage(batch)
+            buffer.extend(batch.reshape(-1))
+        yield from buffer
 
 
 def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm, train: bool) -> TransformedEnv:
@@ -283,18 +317,15 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         frames += batch.numel()
         logger.log_episodes(frames, batch)
         vecnorm.frozen = True  # statistics stay fixed while the batch is learned from
-        for _ in range(cfg.epochs):
-            with torch.no_grad():
-                advantage(batch)
-            buffer.extend(batch.reshape(-1))
-            for minibatch in buffer:
-                losses = loss_step(minibatch)
-                diagnostics.add(losses)
-                total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                optim.zero_grad()
-                total.backward()
-                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm, foreach=fast)
-                optim.step()
+        passes = epoch_minibatches(batch, advantage, buffer, cfg.epochs, cfg.recompute_advantage)
+        for minibatch in passes:
+            losses = loss_step(minibatch)
+            diagnostics.add(losses)
+            total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+            optim.zero_grad()
+            total.backward()
+            nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm, foreach=fast)
+            optim.step()
         vecnorm.frozen = False
         schedule.step()
         collector.update_policy_weights_()

@@ -52,3 +52,27 @@ def test_crossq_critics_hold_batch_statistics_and_no_target_copies() -> None:
     keys = list(loss.state_dict())
     assert any("running_mean" in k for k in keys)  # checkpointed with the loss
     assert not any("target" in k for k in keys)
+
+
+@pytest.mark.parametrize("recompute", [True, False])
+def test_ppo_writes_advantages_before_every_epoch_or_only_the_first(recompute: bool) -> None:
+    from tensordict import TensorDict
+
+    from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
+
+    ppo = load_recipe("ppo")
+    calls: list[int] = []
+
+    def advantage(batch: TensorDict) -> None:  # a critic that changes between epochs
+        calls.append(len(calls))
+        batch["advantage"] = torch.full(batch.shape, float(len(calls)))
+
+    buffer = ReplayBuffer(
+        storage=LazyTensorStorage(6), sampler=SamplerWithoutReplacement(), batch_size=4
+    )
+    batch = TensorDict({"x": torch.arange(6.0)}, [6])
+    seen = [mb["advantage"] for mb in ppo.epoch_minibatches(batch, advantage, buffer, 3, recompute)]
+    assert len(seen) == 6  # 3 epochs of 2 minibatches (4 + 2)
+    assert len(calls) == (3 if recompute else 1)
+    expected = [1.0, 1.0, 2.0, 2.0, 3.0, 3.0] if recompute else [1.0] * 6
+    assert [float(a.unique()) for a in seen] == expected
