@@ -365,6 +365,115 @@ def action_clip(action_spec: Any) -> Any:
     )
 
 
+def normalized_env(
+    base: Any,
+    vecnorm: Any | None,
+    *,
+    obs_clip: float = float("inf"),
+    reward_gamma: float | None = None,
+    clip_actions: bool = False,
+) -> Any:
+    """``base`` behind SB3 VecNormalize's chain, the on-policy recipes' one way to build it.
+
+    Observations normalised by ``vecnorm`` (none when ``None``) and clipped to ``obs_clip``,
+    then float32; step counts and episode returns (logged raw); training rewards scaled by
+    the discounted return's std when ``reward_gamma`` is given; continuous actions clipped
+    to their bounds on the way into the env when ``clip_actions`` (an unsquashed Gaussian).
+
+    Example:
+        >>> from rl_envs import VecNorm
+        >>> env = normalized_env(make_base_env("Pendulum-v1"), VecNorm(in_keys=["observation"]),
+        ...                      obs_clip=10.0, reward_gamma=0.99, clip_actions=True)
+        >>> [type(t).__name__ for t in env.transform]  # doctest: +NORMALIZE_WHITESPACE
+        ['VecNorm', 'ClipTransform', 'DoubleToFloat', 'StepCounter', 'RewardSum',
+         'NormalizeReward', 'ClipTransform']
+    """
+    from rl_envs import (
+        ClipTransform,
+        Compose,
+        DoubleToFloat,
+        NormalizeReward,
+        RewardSum,
+        StepCounter,
+        TransformedEnv,
+    )
+
+    transforms: list[Any] = []
+    if vecnorm is not None:
+        transforms.append(vecnorm)
+        if obs_clip != float("inf"):
+            transforms.append(ClipTransform(["observation"], low=-obs_clip, high=obs_clip))
+    transforms += [DoubleToFloat(), StepCounter(), RewardSum()]
+    if reward_gamma is not None:  # after RewardSum: logged returns stay raw
+        transforms.append(NormalizeReward(gamma=reward_gamma))
+    if clip_actions and base.action_spec.dtype.is_floating_point:
+        transforms.append(action_clip(base.action_spec))
+    return TransformedEnv(base, Compose(*transforms))
+
+
+def copy_frozen_stats(source: Any | None, target: Any | None) -> None:
+    """Give ``target`` (an evaluation env's VecNorm) ``source``'s statistics, frozen.
+
+    Example:
+        >>> from rl_envs import VecNorm
+        >>> train, held = VecNorm(in_keys=["observation"]), VecNorm(in_keys=["observation"])
+        >>> copy_frozen_stats(train, held); held.frozen
+        True
+    """
+    if source is not None and target is not None:
+        target.load_state_dict(source.state_dict())
+        target.frozen = True
+
+
+def stochastic_actor(
+    body: nn.Module, action_spec: Any, *, tanh_squash: bool = True, log_std_init: float = 0.0
+) -> Any:
+    """The on-policy recipes' policy head on ``body`` (observation -> one output per action).
+
+    Discrete specs get a Categorical over ``body``'s logits; continuous ones a Gaussian with a
+    state-independent log-std starting at ``log_std_init``, tanh-squashed into the bounds or
+    left unsquashed (pair it with ``normalized_env(clip_actions=True)``: SB3, CleanRL).
+    Samples carry their log-probability.
+
+    Example:
+        >>> from rl_envs import Bounded
+        >>> actor = stochastic_actor(nn.Linear(3, 2), Bounded(-1.0, 1.0, shape=(2,)))
+        >>> from tensordict import TensorDict
+        >>> actor(TensorDict(observation=torch.zeros(3)))["action"].shape
+        torch.Size([2])
+    """
+    from tensordict.nn import TensorDictModule
+    from torch.distributions import Categorical
+
+    from rl_modules import (
+        AddStateIndependentNormalScale,
+        IndependentNormal,
+        ProbabilisticActor,
+        TanhNormal,
+    )
+
+    if not action_spec.dtype.is_floating_point:
+        params = TensorDictModule(body, in_keys=["observation"], out_keys=["logits"])
+        return ProbabilisticActor(
+            params,
+            in_keys=["logits"],
+            distribution_class=Categorical,
+            spec=action_spec,
+            return_log_prob=True,
+        )
+    scale = AddStateIndependentNormalScale(action_spec.shape[-1], init_value=log_std_init)
+    params = TensorDictModule(
+        nn.Sequential(body, scale), in_keys=["observation"], out_keys=["loc", "scale"]
+    )
+    return ProbabilisticActor(
+        params,
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal if tanh_squash else IndependentNormal,
+        spec=action_spec,
+        return_log_prob=True,
+    )
+
+
 def make_base_env(env: str, num_envs: int = 1, **gym_kwargs: Any) -> Any:
     """The recipes' base env from ``--env``: a Gymnasium id, or ``"module:Class"`` of a native env.
 

@@ -24,41 +24,24 @@ from _common import (
     RunLogger,
     ScalarMeans,
     Stopwatch,
-    action_clip,
+    copy_frozen_stats,
     counters_state,
     evaluate,
     finish_run,
     load_checkpoint,
+    normalized_env,
     orthogonal_init,
     parse_config,
     run_counters,
     save_checkpoint,
     seed_everything,
+    stochastic_actor,
 )
-from tensordict.nn import TensorDictModule
 from torch import nn
-from torch.distributions import Categorical
 
 from rl_collectors import Collector
-from rl_envs import (
-    ClipTransform,
-    Compose,
-    DoubleToFloat,
-    GymEnv,
-    NormalizeReward,
-    RewardSum,
-    StepCounter,
-    TransformedEnv,
-    VecNorm,
-)
-from rl_modules import (
-    MLP,
-    AddStateIndependentNormalScale,
-    IndependentNormal,
-    ProbabilisticActor,
-    TanhNormal,
-    ValueOperator,
-)
+from rl_envs import GymEnv, TransformedEnv, VecNorm
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, A2CLoss
 
 
@@ -122,54 +105,31 @@ class Config(RunConfig):
 
 def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm | None, train: bool) -> TransformedEnv:
     """The task; with ``vecnorm`` observations are normalised and clipped at 10, and training
-    rewards are scaled after RewardSum (logged and evaluated returns stay raw)."""
+    rewards are scaled (logged and evaluated returns stay raw)."""
     # integer actions (a Categorical spec), as the Categorical policy samples them
     base = GymEnv(cfg.env, num_envs if num_envs > 1 else 0, categorical_action_encoding=True)
-    transforms = [DoubleToFloat(), StepCounter(), RewardSum()]
-    if not cfg.tanh_squash and base.action_spec.dtype.is_floating_point:
-        transforms.append(action_clip(base.action_spec))
-    if vecnorm is not None:
-        transforms[:1] = [
-            DoubleToFloat(),
-            vecnorm,
-            ClipTransform(["observation"], low=-10.0, high=10.0),
-        ]
-        if train:
-            transforms.append(NormalizeReward(gamma=cfg.gamma))
-    return TransformedEnv(base, Compose(*transforms))
+    return normalized_env(
+        base,
+        vecnorm,
+        obs_clip=10.0,
+        reward_gamma=cfg.gamma if train and vecnorm is not None else None,
+        clip_actions=not cfg.tanh_squash,
+    )
 
 
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
     action_spec = env.action_spec_unbatched
     obs_dim = env.observation_spec["observation"].shape[-1]
-    discrete = action_spec.dtype in (torch.int64, torch.long, torch.bool)
+    discrete = not action_spec.dtype.is_floating_point
     n_out = action_spec.n if discrete else action_spec.shape[-1]
     body = MLP(obs_dim, n_out, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
     critic_body = MLP(obs_dim, 1, num_cells=[cfg.hidden] * 2, activation_class=nn.Tanh)
-    if discrete:
-        actor = ProbabilisticActor(
-            TensorDictModule(body, in_keys=["observation"], out_keys=["logits"]),
-            in_keys=["logits"],
-            spec=action_spec,
-            distribution_class=Categorical,
-            return_log_prob=True,
-        )
-    else:
+    if not discrete:
         # SB3's continuous A2C: a state-independent log-std (starting at 0) and orthogonal
         # weights; a state-dependent scale with torch's default init collapsed on HalfCheetah
         orthogonal_init(body, last_gain=0.01)
         orthogonal_init(critic_body, last_gain=1.0)
-        actor = ProbabilisticActor(
-            TensorDictModule(
-                nn.Sequential(body, AddStateIndependentNormalScale(n_out)),
-                in_keys=["observation"],
-                out_keys=["loc", "scale"],
-            ),
-            in_keys=["loc", "scale"],
-            spec=action_spec,
-            distribution_class=TanhNormal if cfg.tanh_squash else IndependentNormal,
-            return_log_prob=True,
-        )
+    actor = stochastic_actor(body, action_spec, tanh_squash=cfg.tanh_squash)
     critic = ValueOperator(critic_body, in_keys=["observation"])
     return actor, critic
 
@@ -223,9 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         if frames >= next_eval:
             next_eval += cfg.eval_every
             logger.log(frames, loss=total.item(), **diagnostics.pop())
-            if vecnorm is not None:  # the training statistics, fixed during the evaluation
-                eval_vecnorm.load_state_dict(vecnorm.state_dict())
-                eval_vecnorm.frozen = True
+            copy_frozen_stats(vecnorm, eval_vecnorm)  # the training statistics, held fixed
             eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
             logger.log(frames, **{"eval/return": eval_return})
         stop = frames >= cfg.total_frames or eval_return >= cfg.target_return

@@ -25,43 +25,27 @@ from _common import (
     RunLogger,
     ScalarMeans,
     Stopwatch,
-    action_clip,
+    copy_frozen_stats,
     counters_state,
     evaluate,
     finish_run,
     load_checkpoint,
     make_base_env,
+    normalized_env,
     orthogonal_init,
     parse_config,
     run_counters,
     save_checkpoint,
     seed_everything,
+    stochastic_actor,
 )
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule
 from torch import nn
-from torch.distributions import Categorical
 
 from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
 from rl_collectors import Collector
-from rl_envs import (
-    ClipTransform,
-    Compose,
-    DoubleToFloat,
-    NormalizeReward,
-    RewardSum,
-    StepCounter,
-    TransformedEnv,
-    VecNorm,
-)
-from rl_modules import (
-    MLP,
-    AddStateIndependentNormalScale,
-    IndependentNormal,
-    ProbabilisticActor,
-    TanhNormal,
-    ValueOperator,
-)
+from rl_envs import TransformedEnv, VecNorm
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
 
 
@@ -208,14 +192,13 @@ def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm, train: bool) -> Trans
     # Discrete actions as indices (a Categorical spec), as the Categorical policy samples them.
     # --env rl_envs:HalfCheetahEnv builds the native batched MuJoCo task instead of Gymnasium's.
     base = make_base_env(cfg.env, num_envs, categorical_action_encoding=True)
-    transforms = [vecnorm, DoubleToFloat(), StepCounter(), RewardSum()]
-    if cfg.obs_clip != float("inf"):
-        transforms.insert(1, ClipTransform(["observation"], low=-cfg.obs_clip, high=cfg.obs_clip))
-    if train and cfg.reward_norm:
-        transforms.append(NormalizeReward(gamma=cfg.gamma))
-    if not cfg.tanh_squash and base.action_spec.dtype.is_floating_point:
-        transforms.append(action_clip(base.action_spec))
-    return TransformedEnv(base, Compose(*transforms))
+    return normalized_env(
+        base,
+        vecnorm,
+        obs_clip=cfg.obs_clip,
+        reward_gamma=cfg.gamma if train and cfg.reward_norm else None,
+        clip_actions=not cfg.tanh_squash,
+    )
 
 
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
@@ -234,28 +217,9 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
     if cfg.ortho_init:
         orthogonal_init(body, last_gain=0.01)
         orthogonal_init(critic_body, last_gain=1.0)
-    if discrete:
-        params = TensorDictModule(body, in_keys=["observation"], out_keys=["logits"])
-        actor = ProbabilisticActor(
-            params,
-            in_keys=["logits"],
-            distribution_class=Categorical,
-            spec=action_spec,
-            return_log_prob=True,
-        )
-    else:
-        params = TensorDictModule(
-            nn.Sequential(body, AddStateIndependentNormalScale(n_out, init_value=cfg.log_std_init)),
-            in_keys=["observation"],
-            out_keys=["loc", "scale"],
-        )
-        actor = ProbabilisticActor(
-            params,
-            in_keys=["loc", "scale"],
-            distribution_class=TanhNormal if cfg.tanh_squash else IndependentNormal,
-            spec=action_spec,
-            return_log_prob=True,
-        )
+    actor = stochastic_actor(
+        body, action_spec, tanh_squash=cfg.tanh_squash, log_std_init=cfg.log_std_init
+    )
     critic = ValueOperator(critic_body, in_keys=["observation"])
     return actor, critic
 
@@ -332,8 +296,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
         if frames >= next_eval:
             next_eval += cfg.eval_every
-            eval_vecnorm.load_state_dict(vecnorm.state_dict())
-            eval_vecnorm.frozen = True
+            copy_frozen_stats(vecnorm, eval_vecnorm)
             eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
             logger.log(frames, **{"eval/return": eval_return})
         if frames >= next_ckpt:

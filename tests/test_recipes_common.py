@@ -322,3 +322,67 @@ def test_action_clip_refuses_bounds_that_differ_across_dimensions() -> None:
     spec = Bounded(torch.tensor([-1.0, -2.0]), torch.tensor([1.0, 2.0]), shape=(2,))
     with pytest.raises(ValueError, match="same bounds in every action dimension"):
         common.action_clip(spec)
+
+
+def test_normalized_env_scales_training_rewards_only_and_clips_continuous_actions() -> None:
+    from rl_envs import GymEnv, PendulumEnv, VecNorm
+
+    def names(env: object) -> list[str]:
+        return [type(t).__name__ for t in env.transform]
+
+    vecnorm = VecNorm(in_keys=["observation"])
+    train = common.normalized_env(PendulumEnv(), vecnorm, obs_clip=5.0, reward_gamma=0.9,
+                                  clip_actions=True)  # fmt: skip
+    assert names(train) == ["VecNorm", "ClipTransform", "DoubleToFloat", "StepCounter",
+                            "RewardSum", "NormalizeReward", "ClipTransform"]  # fmt: skip
+    held_out = common.normalized_env(PendulumEnv(), None)
+    assert names(held_out) == ["DoubleToFloat", "StepCounter", "RewardSum"]
+    discrete = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    assert "ClipTransform" not in names(common.normalized_env(discrete, None, clip_actions=True))
+    # training rewards are scaled, the logged episode return is not
+    train.set_seed(0)
+    rollout = train.rollout(20)
+    assert rollout["next", "observation"].abs().max() <= 5.0
+    assert not torch.allclose(
+        rollout["next", "reward"].cumsum(0)[-1], rollout["next", "episode_reward"][-1]
+    )
+
+
+def test_copy_frozen_stats_holds_the_training_statistics_fixed() -> None:
+    from tensordict import TensorDict
+
+    from rl_envs import VecNorm
+
+    train, held = VecNorm(in_keys=["observation"]), VecNorm(in_keys=["observation"])
+    for value in (1.0, 3.0, 8.0):
+        train._call(TensorDict(observation=torch.full((2,), value)))
+    common.copy_frozen_stats(train, held)
+    probe = TensorDict(observation=torch.full((2,), 2.0))
+    assert held.frozen
+    before = held._call(probe.clone())["observation"]
+    held._call(TensorDict(observation=torch.full((2,), 100.0)))  # frozen: no update
+    torch.testing.assert_close(held._call(probe.clone())["observation"], before)
+    train.frozen = True
+    torch.testing.assert_close(train._call(probe.clone())["observation"], before)
+    common.copy_frozen_stats(None, held)  # no normalisation: nothing to copy
+
+
+@pytest.mark.parametrize("tanh_squash", [True, False])
+def test_stochastic_actor_heads(tanh_squash: bool) -> None:
+    from tensordict import TensorDict
+
+    from rl_envs import Bounded, Categorical
+    from rl_modules import IndependentNormal, TanhNormal
+
+    spec = Bounded(-1.0, 1.0, shape=(2,))
+    actor = common.stochastic_actor(torch.nn.Linear(3, 2), spec, tanh_squash=tanh_squash,
+                                    log_std_init=-1.0)  # fmt: skip
+    td = actor(TensorDict(observation=torch.zeros(3)))
+    torch.testing.assert_close(td["scale"], torch.full((2,), math.exp(-1.0)))
+    dist = actor.get_dist(td)
+    assert isinstance(dist, TanhNormal if tanh_squash else IndependentNormal)
+    torch.testing.assert_close(td["action_log_prob"], dist.log_prob(td["action"]))
+    discrete = common.stochastic_actor(torch.nn.Linear(3, 4), Categorical(4))
+    out = discrete(TensorDict(observation=torch.zeros(3)))
+    assert out["action"].dtype == torch.int64 and out["action"].shape == ()
+    assert out["logits"].shape == (4,)
