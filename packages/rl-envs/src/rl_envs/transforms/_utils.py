@@ -140,3 +140,24 @@ def masked_fill_reset(
     if mask.ndim > fresh.ndim:
         mask = mask.reshape(mask.shape[: fresh.ndim])
     return torch.where(mask, fresh, previous)
+
+
+def rows_where(mask: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:
+    """``a`` where ``mask`` (``[*B]`` or ``[*B, 1]``) else ``b``, entry by entry of ``b``.
+
+    Entries ``a`` lacks, or holds in another shape, stay ``b``'s.
+
+    Example:
+        >>> from tensordict import TensorDict
+        >>> a = TensorDict(x=torch.ones(2, 3), batch_size=[2])
+        >>> rows_where(torch.tensor([True, False]), a, a.apply(torch.zeros_like))["x"][:, 0]
+        tensor([1., 0.])
+    """
+    out = b.clone(False)
+    nb = b.batch_dims
+    for key in b.keys(True, True):
+        va, vb = a.get(key, None), b.get(key)
+        if va is None or va.shape != vb.shape:
+            continue
+        out.set(key, torch.where(mask.reshape(*mask.shape[:nb], *[1] * (vb.ndim - nb)), va, vb))
+    return out

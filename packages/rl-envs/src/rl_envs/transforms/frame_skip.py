@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs.transforms._utils import rows_where
 from rl_envs.transforms.transform import Transform
 
 
@@ -54,7 +55,7 @@ class FrameSkipTransform(Transform):
             keep = done.reshape(*done.shape[: nxt.batch_dims], *[1] * (r.ndim - nxt.batch_dims))
             reward = torch.where(keep, reward, reward + r)
             if bool(done.any()):
-                nxt = _where(done, next_tensordict, nxt)
+                nxt = rows_where(done, next_tensordict, nxt)
             next_tensordict = nxt
             done = next_tensordict.get("done")
         next_tensordict.set("reward", reward)
@@ -68,16 +69,3 @@ class FrameSkipTransform(Transform):
 
     def extra_repr(self) -> str:
         return f"frame_skip={self.frame_skip}"
-
-
-def _where(mask: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:
-    """``a`` where ``mask`` (``[*B, 1]``) else ``b``, key by key."""
-    out = b.clone(False)
-    nb = b.batch_dims
-    for key in b.keys(True, True):
-        va, vb = a.get(key, None), b.get(key)
-        if va is None or va.shape != vb.shape:
-            continue
-        m = mask.reshape(*mask.shape[:nb], *[1] * (vb.ndim - nb))
-        out.set(key, torch.where(m, va, vb))
-    return out

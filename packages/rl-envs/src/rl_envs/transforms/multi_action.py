@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.transforms._utils import NestedKey, is_composite
+from rl_envs.transforms._utils import NestedKey, is_composite, rows_where
 from rl_envs.transforms.action_chunk import ACTION_CHUNK_KEY
 from rl_envs.transforms.transform import EnvSpecs, Transform
 from rl_envs.utils import step_mdp
@@ -25,18 +25,6 @@ def _done_rows(next_td: TensorDictBase) -> torch.Tensor:
     if done is None:
         return torch.zeros(next_td.batch_size, dtype=torch.bool, device=next_td.device)
     return done.reshape(*next_td.batch_size, -1).any(-1)
-
-
-def _rows_where(mask: torch.Tensor, a: TensorDictBase, b: TensorDictBase) -> TensorDictBase:
-    """``a`` where ``mask`` (``[*B]``) else ``b``, entry by entry (``b``'s keys)."""
-    out = b.clone(False)
-    nb = b.batch_dims
-    for key in b.keys(True, True):
-        va, vb = a.get(key, None), b.get(key)
-        if va is None or va.shape != vb.shape:
-            continue
-        out.set(key, torch.where(mask.reshape(*mask.shape, *[1] * (vb.ndim - nb)), va, vb))
-    return out
 
 
 class MultiAction(Transform):
@@ -167,8 +155,8 @@ class MultiAction(Transform):
             nxt = self._inner_step(inner, root, done, next_tensordict, locked)
             step_reward = nxt.select(*reward_keys)
             if bool(done.any()):
-                step_reward = _rows_where(done, step_reward.apply(torch.zeros_like), step_reward)
-                nxt = _rows_where(done, next_tensordict, nxt)
+                step_reward = rows_where(done, step_reward.apply(torch.zeros_like), step_reward)
+                nxt = rows_where(done, next_tensordict, nxt)
             rewards.append(step_reward)
             observations.append(nxt.select(*obs_keys))
             next_tensordict = nxt

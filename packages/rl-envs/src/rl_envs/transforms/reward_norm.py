@@ -77,6 +77,9 @@ class NormalizeReward(Transform):
         """The current divisor ``sqrt(var + eps)``."""
         return (self.var + self.eps).sqrt()
 
+    def _scaled(self, reward: torch.Tensor) -> torch.Tensor:
+        return (reward / self.scale.to(reward.dtype)).clamp(-self.clip, self.clip)
+
     def _update(self, returns: torch.Tensor) -> None:
         x = returns.detach().to(torch.float64).reshape(-1)
         n = x.numel()
@@ -110,8 +113,7 @@ class NormalizeReward(Transform):
             returns = returns * self.gamma + reward.to(torch.float64)
             if not self.frozen:
                 self._update(returns)
-            scaled = (reward / self.scale.to(reward.dtype)).clamp(-self.clip, self.clip)
-            next_tensordict.set(out_key, scaled)
+            next_tensordict.set(out_key, self._scaled(reward))
             if done is not None:
                 returns = returns.masked_fill(done.reshape(returns.shape), 0.0)
             self._returns[in_key] = returns
@@ -121,8 +123,7 @@ class NormalizeReward(Transform):
         """Outside an env (e.g. a stored batch): scale only, with the current statistics."""
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
             reward = get_or_raise(self, next_tensordict, in_key)
-            scaled = (reward / self.scale.to(reward.dtype)).clamp(-self.clip, self.clip)
-            next_tensordict.set(out_key, scaled)
+            next_tensordict.set(out_key, self._scaled(reward))
         return next_tensordict
 
     def transform_leaf_spec(self, spec: Any) -> Any:
