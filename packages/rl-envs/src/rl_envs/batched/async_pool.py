@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
@@ -75,7 +74,6 @@ class AsyncEnvPool(EnvBase):
 
     env_index_key = "env_index"
     """The root entry naming the env of each row (TorchRL's ``"env_index"``)."""
-    _env_idx_key = env_index_key  # TorchRL's (private) name of it, read by its tests
 
     def __init__(
         self,
@@ -229,10 +227,6 @@ class AsyncEnvPool(EnvBase):
         """Closes every env and stops the workers (TorchRL's name; :meth:`close` does it too)."""
         self._finalizer()
         self.is_closed = True
-
-    def _maybe_shutdown(self) -> None:
-        with contextlib.suppress(Exception):
-            self.shutdown()
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes every env and stops the workers; closing again does nothing."""
