@@ -29,6 +29,7 @@ import os
 import shlex
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -226,7 +227,8 @@ def plot(
     band = [r["mean_low"] for r in rows], [r["mean_high"] for r in rows]
     ax.fill_between(x, *band, color="k", alpha=0.15, label=f"mean {cfg.confidence:.0%} CI")
     ax.plot(x, [r["iqm"] for r in rows], color="tab:red", lw=1.5, ls="--", label="IQM")
-    ax.set(xlabel="frames", ylabel=cfg.metric, title=f"{title} ({len(curves)} seeds)")
+    ax.set(xlabel="frames", ylabel=cfg.metric)
+    ax.set_title(textwrap.fill(f"{title} ({len(curves)} seeds)", width=90), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
