@@ -437,7 +437,12 @@ def _print_and_save(s: dict, summaries: dict, args: argparse.Namespace, argv) ->
     if args.failures:
         for line in s["failures"]:
             print("  ", line[:300])
-    if args.save:  # after every file, so an interrupted run keeps what it measured
+    measured = s["passed"] + s["failed"] + s["errors"] + s["skipped"] + s["out_of_scope"]
+    if args.save and s["killed_by_budget"] and measured == 0:
+        print(f"  not saved: the wall budget ({args.budget:.0f}s) ran out before any test of "
+              f"{rel} reported; results/{args.save}.json keeps its previous entry. Re-run "
+              "it with a larger --budget, on a less loaded machine.", flush=True)  # fmt: skip
+    elif args.save:  # after every file, so an interrupted run keeps what it measured
         _save(args.save, s, args.src, argv)
 
 
