@@ -29,7 +29,6 @@ import os
 import random
 import textwrap
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -340,8 +339,9 @@ def action_clip(action_spec: Any) -> Any:
     """A transform that clips actions to ``action_spec``'s bounds on their way into the env.
 
     For an unsquashed Gaussian policy, as SB3 and CleanRL use on MuJoCo: the policy's own
-    sample stays in the batch (it is what the loss scores), the env gets it clipped. Such
-    samples leave the spec by design, so the env's one-time out-of-spec warning is silenced.
+    sample stays in the batch (it is what the loss scores), the env gets it clipped. The
+    env outside the transform accepts any real action, so its action spec is unbounded
+    (samples beyond the bounds are in spec there, and no out-of-spec warning fires).
 
     Example:
         >>> import torch
@@ -350,17 +350,23 @@ def action_clip(action_spec: Any) -> Any:
         >>> clip = action_clip(Bounded(-1.0, 1.0, shape=(2,)))
         >>> clip.inv(TensorDict(action=torch.tensor([3.0, -0.5])))["action"]
         tensor([ 1.0000, -0.5000])
+        >>> from rl_envs import Unbounded
+        >>> isinstance(clip.transform_leaf_spec_inv(Bounded(-1.0, 1.0, shape=(2,))), Unbounded)
+        True
     """
-    from rl_envs import ClipTransform
+    from rl_envs import ClipTransform, Unbounded
 
-    warnings.filterwarnings("ignore", message="TransformedEnv: action entry .* outside its spec")
+    class ClipIntoBounds(ClipTransform):
+        def transform_leaf_spec_inv(self, spec: Any) -> Any:
+            return Unbounded(shape=spec.shape, device=spec.device, dtype=spec.dtype)
+
     low, high = action_spec.space.low, action_spec.space.high
     if bool((low != low.flatten()[0]).any()) or bool((high != high.flatten()[0]).any()):
         raise ValueError(
             "action_clip needs the same bounds in every action dimension, got "
             f"low={low.tolist()}, high={high.tolist()}; use the tanh-squashed policy instead."
         )
-    return ClipTransform(
+    return ClipIntoBounds(
         in_keys_inv=["action"], low=float(low.flatten()[0]), high=float(high.flatten()[0])
     )
 
@@ -386,7 +392,7 @@ def normalized_env(
         ...                      obs_clip=10.0, reward_gamma=0.99, clip_actions=True)
         >>> [type(t).__name__ for t in env.transform]  # doctest: +NORMALIZE_WHITESPACE
         ['VecNorm', 'ClipTransform', 'DoubleToFloat', 'StepCounter', 'RewardSum',
-         'NormalizeReward', 'ClipTransform']
+         'NormalizeReward', 'ClipIntoBounds']
     """
     from rl_envs import (
         ClipTransform,

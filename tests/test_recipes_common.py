@@ -7,6 +7,7 @@ import importlib.util
 import math
 import random
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -298,10 +299,13 @@ def test_log_episodes_logs_the_mean_return_of_finished_episodes_only(tmp_path: P
 
 
 def test_action_clip_clips_what_the_env_gets_and_keeps_the_policy_sample() -> None:
-    from rl_envs import Bounded, PendulumEnv, TransformedEnv
+    from rl_envs import Bounded, PendulumEnv, TransformedEnv, Unbounded
 
     # clip at +-1 (inside Pendulum's own +-2, so the env's clipping cannot hide ours)
+    filters = list(warnings.filters)
     env = TransformedEnv(PendulumEnv(), common.action_clip(Bounded(-1.0, 1.0, shape=(1,))))
+    assert warnings.filters == filters  # no process-wide warning filter
+    assert isinstance(env.action_spec, Unbounded)  # outside: any action is in spec
     reference = PendulumEnv()
     env.set_seed(3)
     reference.set_seed(3)
@@ -334,7 +338,7 @@ def test_normalized_env_scales_training_rewards_only_and_clips_continuous_action
     train = common.normalized_env(PendulumEnv(), vecnorm, obs_clip=5.0, reward_gamma=0.9,
                                   clip_actions=True)  # fmt: skip
     assert names(train) == ["VecNorm", "ClipTransform", "DoubleToFloat", "StepCounter",
-                            "RewardSum", "NormalizeReward", "ClipTransform"]  # fmt: skip
+                            "RewardSum", "NormalizeReward", "ClipIntoBounds"]  # fmt: skip
     held_out = common.normalized_env(PendulumEnv(), None)
     assert names(held_out) == ["DoubleToFloat", "StepCounter", "RewardSum"]
     discrete = GymEnv("CartPole-v1", categorical_action_encoding=True)
