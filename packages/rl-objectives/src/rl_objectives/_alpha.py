@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from rl_objectives._checks import NONNEGATIVE, POSITIVE, check_hyperparameter
 from rl_objectives.functional import temperature_loss
 
 __all__ = ["Temperature", "sum_to_batch"]
@@ -53,6 +54,14 @@ class Temperature(nn.Module):
         fixed_alpha: bool = False,
     ) -> None:
         super().__init__()
+        check_hyperparameter("Temperature", "alpha_init", alpha_init, POSITIVE)
+        check_hyperparameter("Temperature", "min_alpha", min_alpha, NONNEGATIVE)
+        check_hyperparameter("Temperature", "max_alpha", max_alpha, POSITIVE)
+        if min_alpha is not None and max_alpha is not None and min_alpha > max_alpha:
+            raise ValueError(
+                f"Temperature: min_alpha={min_alpha} > max_alpha={max_alpha}; "
+                "give min_alpha <= max_alpha."
+            )
         log_alpha = torch.tensor(math.log(alpha_init))
         if fixed_alpha:
             self.register_buffer("log_alpha", log_alpha)

@@ -13,6 +13,7 @@ from tensordict.nn import TensorDictParams
 from tensordict.utils import NestedKey
 from torch import nn
 
+from rl_objectives._checks import LOSS_BOUNDS, check_hyperparameter
 from rl_objectives._keys import get_entry, replace_keys
 from rl_objectives._kwargs import kwargs_to_tensordict
 from rl_objectives._nets import BoundParams
@@ -448,6 +449,8 @@ class LossModule(nn.Module):
         if name == "value_estimator":
             LossModule.value_estimator.fset(self, value)
             return
+        if name in LOSS_BOUNDS:  # at construction or a later loss.gamma = ...; never per call
+            check_hyperparameter(type(self).__name__, name, value, LOSS_BOUNDS[name])
         super().__setattr__(name, value)
 
     def _check_value_type(self, value_type: Any) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rl_objectives._checks import UNIT, Bound, check_hyperparameter
 from rl_objectives.common import LossModule
 from rl_objectives.functional import distance_loss
 from rl_objectives.value.registry import (
@@ -168,9 +169,9 @@ class SoftUpdate(TargetNetUpdater):
         if eps is not None and tau is not None:
             raise ValueError("SoftUpdate: One and only one argument (tau or eps) can be specified.")
         if eps is None:
+            check_hyperparameter("SoftUpdate", "tau", tau, UNIT)
             eps = 1.0 - tau
-        if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"SoftUpdate: eps must be in [0, 1], got {eps}.")
+        check_hyperparameter("SoftUpdate", "eps", eps, UNIT)
         if eps < 0.5:
             warnings.warn(
                 f"SoftUpdate: eps={eps} < 0.5 keeps less than half of the old target at each "
@@ -213,10 +214,12 @@ class HardUpdate(TargetNetUpdater):
     def __init__(
         self, loss_module: LossModule, *, value_network_update_interval: float = 1000
     ) -> None:
-        if value_network_update_interval < 0:
-            raise ValueError(
-                f"value_network_update_interval must be >= 0, got {value_network_update_interval}."
-            )
+        check_hyperparameter(
+            "HardUpdate",
+            "value_network_update_interval",
+            value_network_update_interval,
+            Bound(0.0, integer=True),
+        )
         super().__init__(loss_module)
         self.value_network_update_interval = value_network_update_interval
         self.counter = 0

@@ -12,6 +12,7 @@ from tensordict.nn import skip_existing
 from tensordict.utils import NestedKey
 from torch import nn
 
+from rl_objectives._checks import ESTIMATOR_BOUNDS, check_hyperparameter
 from rl_objectives._keys import check_finite, get_entry, replace_keys
 
 __all__ = ["ValueEstimatorBase", "ValueEstimatorKeys", "held_out"]
@@ -86,7 +87,7 @@ class ValueEstimatorBase(nn.Module):
     :mod:`rl_objectives.value.functional`.
 
     Args:
-        gamma: discount factor.
+        gamma: discount factor, in ``[0, 1]`` (a tensor: every entry); checked when set.
         value_network: a TensorDict module writing ``tensor_keys.value``; ``None`` to
             read ``value`` and ``("next", value)`` from the data.
         differentiable: keep the graph through the inputs (off by default: targets are
@@ -94,7 +95,8 @@ class ValueEstimatorBase(nn.Module):
         shifted: evaluate the critic once on the observations plus the next observations
             of the ``done`` and last steps only, instead of on all next observations.
         time_dim: the time dimension of the input TensorDict (its last batch dim by default).
-        debug: raise on non-finite rewards or values.
+        debug: raise on non-finite rewards or values (off: NaN or inf inputs propagate into
+            the advantages, unchecked, since checking every call would sync the device).
         skip_existing: with ``True``, values already in the input (``value`` and
             ``("next", value)``) are used instead of calling the critic; ``None`` follows
             :func:`tensordict.nn.skip_existing`.
@@ -153,6 +155,12 @@ class ValueEstimatorBase(nn.Module):
         self.time_dim = time_dim
         self.debug = debug
         self._tensor_keys = self.default_keys()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # gamma, lmbda, ... are range-checked when set (construction or later), never per call
+        if name in ESTIMATOR_BOUNDS:
+            check_hyperparameter(type(self).__name__, name, value, ESTIMATOR_BOUNDS[name])
+        super().__setattr__(name, value)
 
     @classmethod
     def for_loss(cls, loss: nn.Module, *, value_network: nn.Module | None, **kwargs: Any):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import torch
 
+from rl_objectives._checks import check_factor
 from rl_objectives.functional import td_target
 from rl_objectives.value._scan import reverse_linear_scan
 
@@ -199,6 +200,7 @@ def td0_return_estimate(
         ...                     torch.tensor([[False], [True]])).squeeze(-1)
         tensor([1.5000, 1.0000])
     """
+    check_factor("gamma", gamma, "td0_return_estimate")
     if terminated is None:
         terminated = done
     if terminated is None:
@@ -245,8 +247,9 @@ def generalized_advantage_estimate(
     ``A[t] = delta[t] + gamma * lmbda * (1 - done[t]) * A[t+1]``.
 
     Args:
-        gamma: discount factor (float or tensor broadcastable to the inputs).
-        lmbda: GAE lambda.
+        gamma: discount factor in ``[0, 1]`` (float or tensor broadcastable to the inputs; a
+            float out of range raises, a tensor is not checked: that would sync the device).
+        lmbda: GAE lambda in ``[0, 1]`` (checked as ``gamma``).
         state_value: ``V(s[t])``, ``[*batch, T, *F]``.
         next_state_value: ``V(s[t+1])``, same shape.
         reward: same shape.
@@ -265,6 +268,8 @@ def generalized_advantage_estimate(
         >>> adv.squeeze(-1)
         tensor([3., 2., 1.])
     """
+    check_factor("gamma", gamma, "generalized_advantage_estimate")
+    check_factor("lmbda", lmbda, "generalized_advantage_estimate")
     if terminated is None:
         terminated = done
     _check(
@@ -316,6 +321,8 @@ def td_lambda_return_estimate(
         >>> td_lambda_return_estimate(1.0, 0.5, nv, r, d).squeeze(-1)
         tensor([1., 1.])
     """
+    check_factor("gamma", gamma, "td_lambda_return_estimate")
+    check_factor("lmbda", lmbda, "td_lambda_return_estimate")
     if terminated is None:
         terminated = done
     _check(
@@ -464,6 +471,7 @@ def vtrace_advantage_estimate(
         >>> vs.squeeze(-1)
         tensor([2., 1.])
     """
+    check_factor("gamma", gamma, "vtrace_advantage_estimate")
     if terminated is None:
         terminated = done
     _check(
