@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from rl_llm.sandbox import PythonSandbox
-from rl_llm.sandbox.python_sandbox import _sandbox_user
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the sandbox needs POSIX")
 
@@ -103,39 +102,18 @@ def test_fork_bomb_is_refused(host_check):
     [
         "import subprocess\nsubprocess.run(['true'])",
         "import os\nos.system('true')",
-        "import _posixsubprocess\n_posixsubprocess.fork_exec()",
+        "import os\nos.posix_spawn('/bin/true', ['true'], {})",
         "import multiprocessing as mp\nmp.get_context('spawn').Process(target=print).start()",
     ],
 )
 def test_other_ways_to_start_processes_are_refused(host_check, code):
     result = _sandbox().run(code)
     assert not result.success
-    assert "creating processes is disabled" in result.reason
-
-
-def _interpreter_for_nproc() -> str | None:
-    """An interpreter whose RLIMIT_NPROC binds: any when not root; as root, one ``nobody`` can run."""
-    if os.geteuid() != 0:
-        return sys.executable
-    for python in (sys.executable, "/usr/bin/python3"):
-        if Path(python).exists() and _sandbox_user(python) is not None:
-            return python
-    return None
-
-
-def test_allow_processes_is_refused_where_nproc_cannot_bind():
-    if os.geteuid() != 0 or _sandbox_user(sys.executable) is not None:
-        pytest.skip("here RLIMIT_NPROC binds the sandbox of sys.executable")
-    with pytest.raises(ValueError, match="RLIMIT_NPROC, which does not bind root"):
-        _sandbox(allow_processes=True)
+    # the audit hook's message, or the kernel's EPERM (seccomp) where no audit event fires
+    assert result.reason.startswith("forbidden operation:"), result.reason
 
 
 def test_fork_bomb_with_processes_allowed_is_bounded_by_nproc(host_check):
-    python = _interpreter_for_nproc()
-    if python is None:
-        pytest.skip(
-            "root host without an interpreter that 'nobody' can run: processes stay refused"
-        )
     code = (
         "import os, time\n"
         "count = 0\n"
@@ -150,7 +128,7 @@ def test_fork_bomb_with_processes_allowed_is_bounded_by_nproc(host_check):
         "    count += 1\n"
         "print('forked', count, os.getuid())\n"
     )
-    result = _sandbox(allow_processes=True, max_processes=8, python=python).run(code)
+    result = _sandbox(allow_processes=True, max_processes=8).run(code)
     assert result.success, result.to_message()
     _, count, uid = result.stdout.split()
     assert int(count) < 8
@@ -168,7 +146,8 @@ def test_reading_outside_its_directory_is_refused(host_check, tmp_path):
     ):
         result = _sandbox().run(code)
         assert not result.success, code
-        assert "outside the sandbox working directory" in result.reason
+        # refused by the audit hook, or absent from the sandbox's file system
+        assert ("outside the sandbox" in result.reason) or ("FileNotFoundError" in result.stderr)
         assert "do not read" not in result.to_message()
 
 
@@ -178,7 +157,7 @@ def test_files_inside_its_directory_are_fine_and_thrown_away(host_check):
     assert result.success, result.to_message()
     listed, cwd = result.stdout.rsplit(" ", 1)
     assert "notes.txt" in listed
-    assert not Path(cwd.strip()).exists()
+    assert cwd.strip() == "/sandbox"  # a private tmpfs, gone with the run's mount namespace
 
 
 def test_opening_a_socket_is_refused(host_check):

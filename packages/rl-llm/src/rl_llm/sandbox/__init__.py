@@ -1,5 +1,11 @@
-"""Running model-written Python code in a contained subprocess."""
+"""Running model-written Python code behind an OS boundary (namespaces, seccomp, limits)."""
 
-from rl_llm.sandbox.python_sandbox import PythonSandbox, SandboxResult
+from rl_llm.sandbox.python_sandbox import (
+    KERNEL_LAYERS,
+    LAYERS,
+    PythonSandbox,
+    SandboxResult,
+    SandboxUnavailableError,
+)
 
-__all__ = ["PythonSandbox", "SandboxResult"]
+__all__ = ["KERNEL_LAYERS", "LAYERS", "PythonSandbox", "SandboxResult", "SandboxUnavailableError"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_CHILD = Path(__file__).with_name("_child.py")
 _MIB = 1 << 20
 
 
@@ -31,10 +31,8 @@ class SandboxResult:
         returncode: the exit status; negative for a signal (``-9`` when the sandbox
             killed it).
         reason: why it failed, in words meant for the model (``None`` on success).
-        isolation: which containment layers were active: ``network_namespace`` (the
-            process had no network interface), ``dropped_root`` (it ran as ``nobody``),
-            ``non_root`` (it did not run as root, so ``RLIMIT_NPROC`` binds), ``audit_hook``
-            (sockets, processes, ``ctypes`` and outside files refused).
+        isolation: which layers of :data:`LAYERS` were in force for this run (``True``)
+            and which were not (``False``).
     """
 
     success: bool
@@ -66,24 +64,46 @@ class SandboxResult:
         }
 
 
+LAYERS = (
+    "namespaces",
+    "filesystem",
+    "non_root",
+    "rlimits",
+    "capabilities_dropped",
+    "no_new_privs",
+    "seccomp",
+    "audit_hook",
+)
+"""The isolation layers, as named in :attr:`SandboxResult.isolation` and ``require=``."""
+KERNEL_LAYERS = LAYERS[:-1]
+_LAUNCHER = Path(__file__).with_name("_launcher.py")
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The machine cannot provide the isolation layers that were required."""
+
+
 class PythonSandbox:
-    """Runs Python code in a subprocess with CPU, wall-time, memory, output and process limits.
+    """Runs untrusted Python code behind an OS boundary, with CPU, wall-time, memory, disk,
+    output and process limits.
 
-    Each call of :meth:`run` makes a throw-away directory, writes the code there as
-    ``main.py`` and runs it with ``python -I`` (isolated mode) in a new session. The
-    child, before running the code, sets ``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``,
-    ``RLIMIT_NOFILE``, ``RLIMIT_NPROC`` and no core dumps; enters a new network namespace
-    where the kernel allows it (then there is no network interface at all) and installs an audit hook (PEP 578) that refuses
-    sockets, creating processes, ``ctypes``, and files or directories outside its
-    working directory (reads of the Python installation excepted). A root host runs the
-    child as ``nobody`` when that user can read the interpreter (``RLIMIT_NPROC`` does not
-    bind root). The host kills the
-    whole process group at the wall-time limit and after every run, and reads back at
-    most ``max_output`` characters of each stream. The directory is deleted afterwards.
+    Each call of :meth:`run` starts a fresh interpreter (``python -I``) that, before the
+    code runs, puts it in new user, mount, PID, network, IPC, UTS and cgroup namespaces,
+    as an unprivileged user (``nobody`` outside when the host is root), on a read-only
+    view of the Python installation and the system libraries with a private tmpfs work
+    directory (``/sandbox``, with a size and inode quota) as the only writable place;
+    drops every capability; sets ``no_new_privs``; sets ``RLIMIT_CPU``, ``RLIMIT_AS``,
+    ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_NPROC`` and no core dumps; and loads a
+    seccomp allow-list (no ``ptrace``, ``mount``, ``keyctl``, ``bpf``, new namespaces,
+    sockets other than UNIX ones, and no ``fork`` or ``execve`` unless
+    ``allow_processes``). An audit hook (PEP 578) adds clear messages on top; it is not
+    the boundary. The code runs as PID 1 of its PID namespace: when it ends, or when the
+    host kills it at the wall-time limit, the kernel kills every process it started.
+    Nothing it writes outlives the run.
 
-    The audit hook is a guard inside the interpreter, not a kernel boundary; the kernel
-    layers (limits, network namespace, ``nobody``) hold even if it were bypassed.
-    :attr:`SandboxResult.isolation` says which layers were active.
+    The layers the machine provides are checked once, at construction, and ``require``
+    names those without which the sandbox refuses to run (default: every kernel layer).
+    :attr:`SandboxResult.isolation` says which were in force for each run.
 
     Args:
         timeout: wall-time limit in seconds.
@@ -91,17 +111,24 @@ class PythonSandbox:
             seconds). Defaults to ``timeout``.
         memory: address-space limit in bytes (``RLIMIT_AS``).
         max_output: characters of stdout (head) and stderr (tail) read back.
-        max_file_size: largest file the code may write, its output files included
+        max_file_size: largest file the code may write, its output included
             (``RLIMIT_FSIZE``).
+        disk: size of the private work directory in bytes (a tmpfs quota).
+        max_files: inodes of the work directory (files and directories).
         max_processes: ``RLIMIT_NPROC`` (processes and threads of the sandbox user).
         max_open_files: ``RLIMIT_NOFILE``.
-        allow_processes: let the code create processes (still bounded by
-            ``max_processes``). Defaults to ``False``.
-        unshare_network: try to run in a new, empty network namespace.
-        drop_root: when the host runs as root, run the code as ``nobody`` if that user can
-            read the interpreter's installation.
-        read_roots: extra directories the code may read.
+        allow_processes: let the code ``fork`` and ``execve`` (inside the same
+            namespaces and limits). Defaults to ``False``.
+        audit_hook: install the audit-hook layer. Defaults to ``True``.
+        require: the layers (names from :data:`LAYERS`) without which :meth:`run` must
+            refuse to run. Defaults to every kernel layer. ``()`` runs with whatever the
+            machine provides; :attr:`SandboxResult.isolation` then says what that was.
+        read_roots: extra host directories the code may read.
         python: the interpreter to run. Defaults to ``sys.executable``.
+
+    Raises:
+        SandboxUnavailableError: a required layer is not available here (the message
+            says which, why, and how to enable it).
 
     Examples:
         >>> sandbox = PythonSandbox(timeout=5.0, cpu_time=1.0)
@@ -120,11 +147,13 @@ class PythonSandbox:
         memory: int = 512 * _MIB,
         max_output: int = 4096,
         max_file_size: int = 4 * _MIB,
+        disk: int = 64 * _MIB,
+        max_files: int = 4096,
         max_processes: int = 16,
         max_open_files: int = 64,
         allow_processes: bool = False,
-        unshare_network: bool = True,
-        drop_root: bool = True,
+        audit_hook: bool = True,
+        require: tuple[str, ...] | list[str] = KERNEL_LAYERS,
         read_roots: tuple[str, ...] = (),
         python: str | None = None,
     ) -> None:
@@ -133,37 +162,41 @@ class PythonSandbox:
             ("memory", memory),
             ("max_output", max_output),
             ("max_file_size", max_file_size),
+            ("disk", disk),
+            ("max_files", max_files),
             ("max_processes", max_processes),
             ("max_open_files", max_open_files),
         ):
-            if value <= 0:
+            if not value > 0:
                 raise ValueError(f"PythonSandbox: {name} must be > 0; got {value}.")
-        if cpu_time is not None and cpu_time <= 0:
+        if cpu_time is not None and not cpu_time > 0:
             raise ValueError(f"PythonSandbox: cpu_time must be > 0 or None; got {cpu_time}.")
+        unknown = sorted(set(require) - set(LAYERS))
+        if unknown:
+            raise ValueError(
+                f"PythonSandbox: unknown layers in require={tuple(require)!r}: {unknown}; "
+                f"the layers are {LAYERS}."
+            )
         if sys.platform != "linux":
-            raise RuntimeError(
-                f"PythonSandbox needs Linux (resource limits, namespaces); this is {sys.platform}."
+            raise SandboxUnavailableError(
+                f"PythonSandbox needs Linux (namespaces, seccomp, resource limits); this is "
+                f"{sys.platform}. Run the tool calls in a Linux container or VM."
             )
         self.timeout = float(timeout)
         self.cpu_time = float(cpu_time if cpu_time is not None else timeout)
         self.memory = int(memory)
         self.max_output = int(max_output)
         self.max_file_size = int(max_file_size)
+        self.disk = int(disk)
+        self.max_files = int(max_files)
         self.max_processes = int(max_processes)
         self.max_open_files = int(max_open_files)
         self.allow_processes = allow_processes
-        self.unshare_network = unshare_network
-        self.drop_root = drop_root
-        self.read_roots = tuple(str(r) for r in read_roots)
+        self.audit_hook = audit_hook
+        self.require = tuple(require)
+        self.read_roots = tuple(os.path.realpath(r) for r in read_roots)
         self.python = python or sys.executable
-        self._user = _sandbox_user(self.python) if drop_root and os.geteuid() == 0 else None
-        if allow_processes and os.geteuid() == 0 and self._user is None:
-            raise ValueError(
-                "PythonSandbox(allow_processes=True) relies on RLIMIT_NPROC, which does not bind "
-                "root, and this interpreter cannot run as 'nobody' (its installation is not "
-                "readable by that user). Run the host as a non-root user, use an interpreter "
-                "that 'nobody' can read (python=...), or keep allow_processes=False."
-            )
+        self.available = self._probe()
 
     def run(self, code: str) -> SandboxResult:
         """Runs ``code`` and returns what happened; never raises for what the code does.
@@ -176,6 +209,7 @@ class PythonSandbox:
 
         Raises:
             TypeError: ``code`` is not a string.
+            SandboxUnavailableError: a required layer could not be set up for this run.
         """
         if not isinstance(code, str):
             raise TypeError(
@@ -191,74 +225,100 @@ class PythonSandbox:
         """:meth:`run` in TorchRL's result format (``success``, ``stdout``, ``stderr``, ``returncode``)."""
         return self.run(code).as_dict()
 
-    def _run_in(self, root: Path, code: str) -> SandboxResult:
-        root.chmod(0o711)  # the sandbox user may cross it to its working directory, not list it
-        workdir = root / "work"
-        workdir.mkdir()
-        (workdir / "main.py").write_text(code)
-        config = {
-            "workdir": str(workdir),
-            "status_file": str(root / "status.json"),
-            "cpu_time": self.cpu_time,
-            "memory": self.memory,
-            "max_file_size": self.max_file_size,
-            "max_open_files": self.max_open_files,
-            "max_processes": self.max_processes,
-            "allow_processes": self.allow_processes,
-            "unshare_network": self.unshare_network,
-            "read_roots": list(self.read_roots),
-        }
-        (root / "config.json").write_text(json.dumps(config))
-        # A copy beside the config: the sandbox user may not read the installed package
-        # (a checkout under a private directory), only what is in this throw-away root.
-        child = root / "child.py"
-        shutil.copyfile(_CHILD, child)
-        out_path, err_path = root / "stdout.txt", root / "stderr.txt"
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            process = subprocess.Popen(
-                [self.python, "-I", "-B", str(child), str(root / "config.json")],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=workdir,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                start_new_session=True,
-                close_fds=True,
-                **self._user_kwargs(workdir),
-            )
-            timed_out = False
+    def _probe(self) -> dict[str, bool]:
+        """The layers this machine gives this interpreter, checked once per configuration."""
+        key = (self.python, self.allow_processes, self.read_roots)
+        if key not in _PROBES:
+            root = Path(tempfile.mkdtemp(prefix="rl_llm_sandbox_probe_"))
             try:
-                process.wait(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                _PROBES[key] = self._launch(root, "pass", require=())
             finally:
-                # Kill what is left of the session: the process itself on a timeout, and
-                # anything it started in every case.
-                _kill_group(process.pid)
-                process.wait()
-                _wait_group_gone(process.pid)
-        stdout, out_size = _read_head(out_path, self.max_output)
-        stderr, err_size = _read_tail(err_path, self.max_output)
-        isolation = _read_status(root / "status.json")
-        reason = self._reason(process.returncode, timed_out, stderr, max(out_size, err_size))
+                shutil.rmtree(root, ignore_errors=True)
+        outcome = _PROBES[key]
+        missing = [name for name in self.require if not outcome.isolation.get(name)]
+        if missing:
+            raise SandboxUnavailableError(_unavailable_message(missing, outcome.why))
+        return dict(outcome.isolation)
+
+    def _run_in(self, root: Path, code: str) -> SandboxResult:
+        launched = self._launch(root, code, require=self.require)
+        if launched.error is not None:
+            raise SandboxUnavailableError(f"PythonSandbox could not start: {launched.error}")
+        stdout, out_size = _read_head(root / "stdout.txt", self.max_output)
+        stderr, err_size = _read_tail(root / "stderr.txt", self.max_output)
+        returncode = launched.returncode
+        reason = self._reason(returncode, launched.timed_out, stderr, max(out_size, err_size))
         if out_size > len(stdout.encode()):
             stdout += f"\n[output truncated: {out_size} bytes in all, first {self.max_output} characters shown]"
         return SandboxResult(
             success=reason is None,
             stdout=stdout,
             stderr=stderr,
-            returncode=process.returncode,
+            returncode=returncode,
             reason=reason,
-            isolation=isolation,
+            isolation=launched.isolation,
         )
 
-    def _user_kwargs(self, workdir: Path) -> dict[str, Any]:
-        if self._user is None:
-            return {}
-        for path in (workdir, workdir / "main.py", workdir.parent / "status.json"):
-            path.touch(exist_ok=True)
-            os.chown(path, self._user, self._user)
-        return {"user": self._user, "group": self._user, "extra_groups": []}
+    def _launch(self, root: Path, code: str, require: tuple[str, ...]) -> _Launched:
+        (root / "newroot").mkdir()
+        (root / "work").mkdir()
+        status_read, status_write = os.pipe()
+        config = {
+            "code": code,
+            "status_fd": status_write,
+            "new_root": str(root / "newroot"),
+            "workdir": str(root / "work"),
+            "cpu_time": self.cpu_time,
+            "memory": self.memory,
+            "max_file_size": self.max_file_size,
+            "max_open_files": self.max_open_files,
+            "max_processes": self.max_processes,
+            "allow_processes": self.allow_processes,
+            "disk": self.disk,
+            "max_files": self.max_files,
+            "read_roots": list(self.read_roots),
+            "audit_hook": self.audit_hook,
+            "require": list(require),
+            "try_namespaces": True,
+        }
+        deadline = time.monotonic() + self.timeout + _SETUP_ALLOWANCE
+        with (
+            open(root / "stdout.txt", "wb") as out,
+            open(root / "stderr.txt", "wb") as err,
+            os.fdopen(status_read, "rb", buffering=0) as status,
+        ):
+            try:
+                process = subprocess.Popen(
+                    [self.python, "-I", "-B", str(_LAUNCHER)],
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=err,
+                    cwd=root,
+                    env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(status_write,),
+                )
+            finally:
+                os.close(status_write)
+            launched = _Launched()
+            try:
+                process.stdin.write(json.dumps(config).encode())
+                process.stdin.close()
+                launched.read(status, deadline, self.timeout)
+            except OSError as error:  # the launcher died before reading its configuration
+                launched.error = f"the launcher failed to start: {error}"
+            finally:
+                launched.kill_runner()
+                _kill_group(process.pid)
+                try:
+                    process.wait(timeout=_REAP_GRACE)
+                except subprocess.TimeoutExpired:
+                    launched.error = launched.error or "the launcher did not exit after SIGKILL"
+        if launched.error is None and launched.returncode is None:
+            tail = (root / "stderr.txt").read_bytes()[-2000:].decode(errors="replace")
+            launched.error = f"the launcher exited without a result: {tail.strip()}"
+        return launched
 
     def _reason(self, returncode: int, timed_out: bool, stderr: str, largest: int) -> str | None:
         if timed_out:
@@ -274,36 +334,76 @@ class PythonSandbox:
             return f"memory limit of {self.memory // _MIB} MiB exceeded (MemoryError)."
         if last.startswith("PermissionError"):
             return f"forbidden operation: {last.removeprefix('PermissionError: ')}"
+        if "No space left on device" in last:
+            return f"disk quota of {self.disk // _MIB} MiB exceeded (no space left on device)."
         if returncode < 0:
             return f"killed by signal {signal.Signals(-returncode).name}."
         return f"the code raised an exception (exit status {returncode})."
 
 
-_NOBODY = 65534
-_USER_PROBES: dict[str, int | None] = {}
+_SETUP_ALLOWANCE = 5.0  # seconds for the launcher to build the boundary, on top of timeout
+_REAP_GRACE = 10.0
+_PROBES: dict[tuple, _Launched] = {}
 
 
-def _sandbox_user(python: str) -> int | None:
-    """``nobody``'s uid if ``python`` can run its standard library as ``nobody``, else ``None``.
+@dataclass
+class _Launched:
+    """What the launcher reported about one run."""
 
-    Checked once per interpreter: a root-owned installation under ``/root`` is often
-    unreadable by other users, and then the code has to run as root.
-    """
-    if python not in _USER_PROBES:
-        try:
-            probe = subprocess.run(
-                [python, "-I", "-c", "import json, sysconfig, traceback, resource"],
-                user=_NOBODY,
-                group=_NOBODY,
-                extra_groups=[],
-                cwd="/",
-                capture_output=True,
-                timeout=30,
-            )
-            _USER_PROBES[python] = _NOBODY if probe.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            _USER_PROBES[python] = None
-    return _USER_PROBES[python]
+    returncode: int | None = None
+    timed_out: bool = False
+    error: str | None = None
+    isolation: dict[str, bool] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+    runner: int | None = None  # a pidfd of the runner (PID 1 of the sandbox's namespace)
+
+    def read(self, status: Any, deadline: float, timeout: float) -> None:
+        """Reads status lines until the runner's exit, an error, or the deadline."""
+        buffer = b""
+        started = None
+        while True:
+            now = time.monotonic()
+            limit = deadline if started is None else min(deadline, started + timeout)
+            ready, _, _ = select.select([status], [], [], max(0.0, limit - now))
+            if not ready:
+                if started is None:
+                    self.error = "the launcher did not start the code in time"
+                else:
+                    self.timed_out, self.returncode = True, -signal.SIGKILL
+                return
+            chunk = status.read(65536)
+            if not chunk:
+                return  # every writer closed: the launcher is gone
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                message = json.loads(line)
+                if "pid" in message:
+                    self._watch(message["pid"])
+                if "isolation" in message:
+                    self.isolation, self.why = message["isolation"], message["why"]
+                    started = time.monotonic()
+                if "error" in message:
+                    self.error = message["error"]
+                    self.why = message.get("why", self.why)
+                    return
+                if "exit" in message:
+                    self.returncode = os.waitstatus_to_exitcode(message["exit"])
+                    return
+
+    def _watch(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            self.runner = os.pidfd_open(pid)
+
+    def kill_runner(self) -> None:
+        """SIGKILL to the runner: as PID 1 of its namespace, its death takes every process
+        of the run with it (a pidfd, so a reused PID is never hit)."""
+        if self.runner is None:
+            return
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self.runner, signal.SIGKILL)
+        os.close(self.runner)
+        self.runner = None
 
 
 def _kill_group(pid: int) -> None:
@@ -311,16 +411,17 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _wait_group_gone(pid: int, grace: float = 5.0) -> None:
-    """Waits (up to ``grace`` s) until the killed group is gone, so that no process of a
-    finished run still uses the CPU when ``run`` returns."""
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.01)
+def _unavailable_message(missing: list[str], why: dict[str, str]) -> str:
+    details = "; ".join(f"{name} ({why.get(name, 'not available')})" for name in missing)
+    return (
+        f"PythonSandbox: required isolation layers are not available on this machine: "
+        f"{details}. Namespaces need unprivileged user namespaces "
+        "(sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; on "
+        "Ubuntu 24.04+ also kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor "
+        "profile for this interpreter); seccomp needs libseccomp (apt-get install "
+        "libseccomp2). To run with fewer layers anyway, pass require=() or the layers you "
+        "accept; SandboxResult.isolation then says which were in force."
+    )
 
 
 def _read_head(path: Path, limit: int) -> tuple[str, int]:
@@ -336,15 +437,3 @@ def _read_tail(path: Path, limit: int) -> tuple[str, int]:
         f.seek(max(0, size - limit * 4))
         data = f.read()
     return data.decode("utf-8", errors="replace")[-limit:], size
-
-
-def _read_status(path: Path) -> dict[str, bool]:
-    try:
-        status = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {"network_namespace": False, "non_root": False, "audit_hook": False}
-    return {
-        "network_namespace": bool(status["network_namespace"]),
-        "non_root": status["uid"] != 0,
-        "audit_hook": True,
-    }
