@@ -2,6 +2,7 @@
 
 from importlib.metadata import version as _version
 
+from rl_buffers._checkpoint_files import CheckpointCorruptError, NoSpaceError
 from rl_buffers._memory import StorageMemoryError
 from rl_buffers.checkpointers import (
     FlatStorageCheckpointer,
@@ -70,6 +71,7 @@ __version__ = _version("rl-buffers")
 
 __all__ = [
     "DEFAULT_DONE_KEYS",
+    "CheckpointCorruptError",
     "CompressedListStorage",
     "ConsumingSampler",
     "D4RLExperienceReplay",
@@ -91,6 +93,7 @@ __all__ = [
     "MinariExperienceReplay",
     "MultiStep",
     "NestedStorageCheckpointer",
+    "NoSpaceError",
     "ParameterScheduler",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",

@@ -527,7 +527,7 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             return self[:][index]
         with self._lock:
             if isinstance(index, torch.Tensor) and self._storage.ndim == 2:
-                data = self._storage.get(index)
+                data = self._storage.get(self._storage.checked_coords(index))
             else:
                 data = self._storage[index]
         if not isinstance(index, int) and self._collate_fn is not None:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import torch
 
+from rl_buffers import _memory
 from rl_buffers._layout import Layout
 from rl_buffers._memory import check_fits
-from rl_buffers.storages.tensor_storage import TensorStorage
+from rl_buffers.storages.tensor_storage import TensorStorage, _written_fraction
 
 _META = "storage.json"
 _STATE = "state.bin"
@@ -22,7 +23,12 @@ _STATE = "state.bin"
 class LazyMemmapStorage(TensorStorage):
     """A storage whose leaves are memory-mapped files in ``scratch_dir``.
 
-    Files are created on the first write (after checking the disk has room).
+    Files are created on the first write (after checking the disk has room), with
+    their disk blocks reserved (``posix_fallocate``): a full disk is a
+    :class:`~rl_buffers.StorageMemoryError` then, never a ``SIGBUS`` when a later write
+    touches a block that sparse files had only promised. On a filesystem that cannot
+    reserve blocks the files are sparse, and their unwritten part counts as taken
+    when later storages on the same filesystem check for room.
     ``storage.json`` records the layout and ``state.bin`` the length and write
     cursor (updated in place on every write), so a new process reopens the
     same directory with ``existsok=True`` and finds every item where it was.
@@ -52,6 +58,8 @@ class LazyMemmapStorage(TensorStorage):
         >>> len(LazyMemmapStorage(10, scratch_dir=d, existsok=True))
         3
     """
+
+    _sparse_bytes = 0  # bytes of files whose blocks the filesystem could not reserve
 
     def __init__(
         self,
@@ -127,8 +135,8 @@ class LazyMemmapStorage(TensorStorage):
         path = self.scratch_dir / name
         nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
         if create:
-            with open(path, "wb") as f:
-                f.truncate(nbytes)
+            if not _memory.reserve_file(path, nbytes):
+                self._sparse_bytes += nbytes
         elif path.stat().st_size != nbytes:
             raise ValueError(
                 f"LazyMemmapStorage: {path} has {path.stat().st_size} bytes, expected {nbytes}."
@@ -137,6 +145,24 @@ class LazyMemmapStorage(TensorStorage):
 
     def _allocate_leaf(self, i: int, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         return self._map(f"leaf{i}.memmap", shape, dtype, create=True)
+
+    def _allocate_leaves(
+        self, shapes: list[torch.Size], dtypes: list[torch.dtype]
+    ) -> list[torch.Tensor]:
+        self._sparse_bytes = 0
+        try:
+            leaves = [
+                self._allocate_leaf(i, s, d)
+                for i, (s, d) in enumerate(zip(shapes, dtypes, strict=True))
+            ]
+        except BaseException:  # a full disk half way: remove the files already made
+            for i in range(len(shapes)):
+                (self.scratch_dir / f"leaf{i}.memmap").unlink(missing_ok=True)
+            raise
+        if self._sparse_bytes:  # blocks not reserved: count the unwritten part as taken
+            _memory.reserve(self, _memory.disk_pool(self.scratch_dir), self._sparse_bytes,
+                            _written_fraction)  # fmt: skip
+        return leaves
 
     def _initialize(self, data) -> None:
         super()._initialize(data)

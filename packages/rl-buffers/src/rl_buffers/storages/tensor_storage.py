@@ -10,6 +10,7 @@ import torch
 import torch.utils._pytree as pytree
 from tensordict import is_tensor_collection
 
+from rl_buffers import _memory
 from rl_buffers._layout import Layout, NestedKey, as_tuple
 from rl_buffers._memory import check_fits
 from rl_buffers.storages._compact import CompactNext
@@ -23,6 +24,13 @@ def _as_index(index: Any) -> slice | torch.Tensor:
     if isinstance(index, range) and index.step == 1:
         return slice(index.start, max(index.start, index.stop))
     return torch.as_tensor(list(index) if isinstance(index, range) else index, dtype=torch.long)
+
+
+def _written_fraction(storage: TensorStorage) -> float:
+    """The part of a storage's capacity that holds written items (those pages are real)."""
+    if not storage._leaves:
+        return 1.0  # cleaned up / nothing allocated: nothing outstanding
+    return storage._filled / max(1, storage._leaves[0].shape[storage.ndim - 1])
 
 
 class TensorStorage(Storage):
@@ -165,6 +173,40 @@ class TensorStorage(Storage):
             )
         return shape[: self.ndim]
 
+    def checked_coords(self, index: torch.Tensor) -> torch.Tensor:
+        """``[..., 2]`` ``(env, time)`` pairs checked against the filled range of a 2-d storage,
+        negative entries counted from the end (``-1``: the last env / the last written step).
+
+        :meth:`get` reads whatever it is given (samplers only produce valid pairs); user
+        indexing (``rb[pairs]``) goes through this first, so an unwritten slot is never read.
+
+        Raises:
+            IndexError: not ``[..., 2]`` integer pairs, or a pair outside ``[0, envs) x [0, filled)``.
+        """
+        if index.dtype.is_floating_point or index.dtype.is_complex or index.dtype == torch.bool:
+            raise IndexError(
+                f"{type(self).__name__}(ndim=2) is indexed by integer (env, time) pairs; got a "
+                f"{index.dtype} tensor: pass a long tensor of shape [n, 2]."
+            )
+        if index.ndim == 0 or index.shape[-1] != 2:
+            raise IndexError(
+                f"{type(self).__name__}(ndim=2) is indexed by (env, time) pairs of shape [..., 2]; "
+                f"got shape {tuple(index.shape)}: stack the env and time indices on the last dim."
+            )
+        index = index.long()
+        for dim, (name, size) in enumerate((("env", self._envs), ("time", self._filled))):
+            col = index[..., dim]
+            if col.numel() and (int(col.min()) < -size or int(col.max()) >= size):
+                bad = col[(col < -size) | (col >= size)]
+                raise IndexError(
+                    f"{type(self).__name__} of shape {tuple(self.shape)}: {name} index "
+                    f"{bad.tolist()[:5]} out of range; valid {name} indices are [0, {size}) "
+                    f"(or [-{size}, -1] from the end). Only written steps can be read."
+                )
+        return torch.where(
+            index < 0, index + torch.tensor([self._envs, self._filled], device=index.device), index
+        )
+
     def unravel(self, flat: torch.Tensor) -> torch.Tensor:
         if self.ndim == 1:
             return flat
@@ -186,6 +228,18 @@ class TensorStorage(Storage):
     def _check_fits(self, bytes_per_item: int, n_items: int) -> None:
         check_fits(self._describe(), bytes_per_item, n_items, device=self.device)
 
+    def _allocate_leaves(
+        self, shapes: list[torch.Size], dtypes: list[torch.dtype]
+    ) -> list[torch.Tensor]:
+        leaves = [
+            self._allocate_leaf(i, s, d)
+            for i, (s, d) in enumerate(zip(shapes, dtypes, strict=True))
+        ]
+        if self.device.type == "cpu":  # pages come on first write: count the rest as taken
+            nbytes = sum(b.numel() * b.element_size() for b in leaves)
+            _memory.reserve(self, _memory.ram_pool(), nbytes, _written_fraction)
+        return leaves
+
     def _initialize(self, data: Any) -> None:
         layout = Layout.infer(data, self.ndim, ignore=self._ignored())
         if self.compact_keys:
@@ -206,8 +260,9 @@ class TensorStorage(Storage):
         lead = (rows,) if self.ndim == 1 else (envs, rows)
         if self.check_memory:
             self._check_fits(layout.bytes_per_item(), rows * envs)
-        leaves = [self._allocate_leaf(i, torch.Size([*lead, *s]), d)
-                  for i, (s, d) in enumerate(zip(layout.shapes, layout.dtypes, strict=False))]  # fmt: skip
+        leaves = self._allocate_leaves(
+            [torch.Size([*lead, *s]) for s in layout.shapes], layout.dtypes
+        )
         if self.compact_keys:
             self._compact = CompactNext(len(self.compact_keys), rows, self.device)
             self._compact.allocate_pools([layout.shapes[i] for i in self._compact_pos],
