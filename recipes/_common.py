@@ -22,14 +22,19 @@ import argparse
 import ast
 import csv
 import dataclasses
+import errno
+import hashlib
 import inspect
 import itertools
 import json
+import math
 import os
 import random
+import struct
 import textwrap
 import time
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -75,6 +80,133 @@ def _own_field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _number(text: str | float, kind: type, expected: str) -> Any:
+    """``text`` (a flag's string, or a value from a preset or a default) as ``kind``."""
+    try:
+        if isinstance(text, bool):
+            raise ValueError
+        value = kind(text)
+        if kind is int and isinstance(text, float) and text != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    return value
+
+
+def _checked(kind: type, expected: str, ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
+    def check(text: str | float) -> Any:
+        value = _number(text, kind, expected)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    check.__name__ = expected  # argparse names the type in its own messages
+    return check
+
+
+positive_int = _checked(int, "an integer > 0", lambda x: x > 0)
+"""Sizes, counts and intervals (``--batch-size``, ``--checkpoint-every``): an integer > 0."""
+nonnegative_int = _checked(int, "an integer >= 0", lambda x: x >= 0)
+"""Seeds and warm-up budgets: an integer >= 0."""
+positive_float = _checked(float, "a finite number > 0", lambda x: math.isfinite(x) and x > 0)
+"""Learning rates, clip norms, scales: finite and > 0."""
+nonnegative_float = _checked(float, "a finite number >= 0", lambda x: math.isfinite(x) and x >= 0)
+"""Coefficients and noise scales: finite and >= 0."""
+unit_interval = _checked(float, "a number in [0, 1]", lambda x: 0.0 <= x <= 1.0)
+"""Discounts, lambdas, probabilities: in [0, 1] (NaN fails every comparison)."""
+fraction = _checked(float, "a number in (0, 1]", lambda x: 0.0 < x <= 1.0)
+"""Polyak ``tau`` (0 would never move the target network): in (0, 1]."""
+open_unit_interval = _checked(float, "a number in (0, 1)", lambda x: 0.0 < x < 1.0)
+"""IQL's expectile, a confidence level: strictly between 0 and 1."""
+finite_float = _checked(float, "a finite number", math.isfinite)
+"""Any finite number (an initial log-std, a threshold)."""
+positive_or_inf = _checked(float, "a number > 0 (inf: none)", lambda x: x > 0)
+"""A clip bound where ``inf`` means no clipping (``--obs-clip``, V-trace's thresholds)."""
+not_nan = _checked(float, "a number (inf allowed, not NaN)", lambda x: not math.isnan(x))
+"""A target return (``inf``: never stop early)."""
+any_float = _checked(float, "a number", lambda x: True)
+"""A float whose NaN has a meaning (e.g. "none")."""
+
+FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
+    **dict.fromkeys(
+        ["total_frames", "frames_per_batch", "batch_size", "minibatch_size", "num_envs",
+         "epochs", "num_updates", "buffer_size", "hidden", "critic_hidden", "disc_hidden",
+         "hidden_dim", "rnn_hidden_dim", "state_dim", "checkpoint_every", "eval_every",
+         "eval_episodes", "log_every", "num_steps", "collect_envs", "dataset_frames",
+         "medium_frames", "expert_frames", "target_update_interval", "policy_delay",
+         "annealing_frames", "torch_threads", "num_workers", "n_agents", "num_qvalue_nets",
+         "n_head", "n_layer", "n_embd", "context", "group_size", "action_repeat",
+         "batch_length", "batches_per_update", "eval_envs", "eval_problems",
+         "imagination_horizon", "max_new_tokens", "max_operand", "max_steps",
+         "mixing_embed_dim", "num_categoricals", "num_classes", "num_minibatches",
+         "prompts_per_step", "reps", "seeds", "jobs", "sft_batch", "sft_problems",
+         "dataset_episodes", "updates", "updates_per_batch", "sub_sample_len", "frame_skip",
+         "num_random"],
+        positive_int,
+    ),
+    **dict.fromkeys(
+        ["seed", "first_seed", "init_random_frames", "bn_warmup_steps", "obs_norm_frames",
+         "bc_steps", "sft_steps", "warmup_updates"],
+        nonnegative_int,
+    ),
+    **dict.fromkeys(
+        ["gamma", "gae_lambda", "lmbda", "reward_gamma", "eps_init", "eps_end", "beta",
+         "bn_momentum"],
+        unit_interval,
+    ),
+    "tau": fraction,
+    "expectile": open_unit_interval,
+    "confidence": open_unit_interval,
+    **dict.fromkeys(["dropout", "adam_beta1"], _checked(float, "a number in [0, 1)",
+                                                          lambda x: 0.0 <= x < 1.0)),
+    **dict.fromkeys(
+        ["lr", "actor_lr", "critic_lr", "disc_lr", "sft_lr", "value_lr", "world_model_lr",
+         "max_grad_norm", "grad_clip", "alpha_init", "utd_ratio", "reward_scale",
+         "return_scale", "temperature", "clip_epsilon"],
+        positive_float,
+    ),
+    **dict.fromkeys(
+        ["entropy_coeff", "critic_coeff", "min_q_weight", "weight_decay", "free_nats",
+         "gp_lambda", "exploration_noise", "policy_noise", "noise_clip", "alpha"],
+        nonnegative_float,
+    ),
+    **dict.fromkeys(["obs_clip", "c_thresh", "rho_thresh"], positive_or_inf),
+    **dict.fromkeys(["log_std_init", "lagrange_thresh"], finite_float),
+    "target_return": not_nan,
+    "threshold": any_float,
+}  # fmt: skip
+"""The check of each numeric recipe flag, by field name; a recipe adds or overrides entries
+with its ``Config.CHECKS``. Any other float refuses NaN. ``tests/test_recipes_common.py``
+fails when a recipe adds a numeric field that has no entry here."""
+
+
+def field_checks(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """The check of every numeric field of the config class ``cls`` (see :data:`FIELD_CHECKS`)."""
+    own = getattr(cls, "CHECKS", {})
+    checks: dict[str, Callable[[Any], Any]] = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        kind = type(field.default)
+        if field.name in own or field.name in FIELD_CHECKS:
+            checks[field.name] = own.get(field.name, FIELD_CHECKS.get(field.name))
+        elif kind is float:
+            checks[field.name] = not_nan
+    return checks
+
+
+def check_fields(cls: type, values: dict[str, Any]) -> None:
+    """Raise a ``ValueError`` naming the flag of the first value outside its range."""
+    for name, check in field_checks(cls).items():
+        if name not in values:
+            continue
+        try:
+            check(values[name])
+        except argparse.ArgumentTypeError as err:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{flag} {values[name]!r}: {err}. Pass {flag} with a value in that range."
+            ) from None
+
+
 @dataclasses.dataclass
 class RunConfig:
     """The fields every recipe shares; a recipe's ``Config`` subclasses it and adds its own.
@@ -106,6 +238,21 @@ class RunConfig:
 
     SMOKE: ClassVar[dict[str, object]] = {}
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {}
+    CHECKS: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    """Checks of this recipe's numeric fields that differ from :data:`FIELD_CHECKS`."""
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset(
+        {"total_frames", "num_steps", "updates", "output_dir", "resume", "smoke", "preset",
+         "torch_threads", "eval_every", "eval_episodes", "checkpoint_every", "target_return",
+         "log_every", "compile", "kernels", "device"}
+    )  # fmt: skip
+    """Flags a resumed run may change: the budget and the run's plumbing, not the algorithm."""
+
+    def __post_init__(self) -> None:
+        check_fields(type(self), dataclasses.asdict(self))
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks across fields (a recipe overrides it); raise a ``ValueError`` naming the flags."""
 
 
 def _parse_bool(text: str) -> bool:
@@ -125,6 +272,7 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
     (dicts of overrides), then the explicit flags.
     """
     docs = field_docs(cls)
+    checks = field_checks(cls)
     parser = argparse.ArgumentParser(
         description=(inspect.getdoc(cls) or "").split("\n")[0],
     )
@@ -135,7 +283,7 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
         flag_only = {"nargs": "?", "const": True} if kind is bool else {}
         parser.add_argument(
             "--" + field.name.replace("_", "-"),
-            type=_parse_bool if kind is bool else kind,
+            type=_parse_bool if kind is bool else checks.get(field.name, kind),
             default=None,
             help=f"{docs.get(field.name, COMMON_FIELDS_DOC.get(field.name, ''))} (default: {default})",
             **flag_only,
@@ -151,7 +299,11 @@ def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
     if args.get("smoke"):
         values.update(getattr(cls, "SMOKE", {}))
     values.update({k: v for k, v in args.items() if v is not None})
-    return cls(**values)
+    try:  # presets, smoke budgets and defaults are checked too, before any work
+        check_fields(cls, values)
+        return cls(**values)
+    except ValueError as err:
+        parser.error(str(err))
 
 
 def _recipe_fields_first(cls: type) -> list[dataclasses.Field[Any]]:
@@ -199,22 +351,264 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be trusted: corrupt, truncated, non-finite, or incompatible."""
+
+
+_SEAL = b"rl-recipes-checkpoint sha256="
+"""The ZIP archive comment that closes every checkpoint: this prefix, then 64 hex digits."""
+_SEAL_LEN = len(_SEAL) + 64
+_EOCD = b"PK\x05\x06"  # the ZIP end-of-central-directory record (22 bytes, then the comment)
+DATA_ENTRIES = frozenset({"buffer", "collector", "rng", "config"})
+"""Checkpoint entries that hold data, not learned state: not checked for finiteness."""
+
+
+class _HashingFile:
+    """A binary file that hashes what is written to it (torch.save writes through it)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.sha = f, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write ``state`` atomically: a crash mid-write never leaves a broken checkpoint."""
+    """Write ``state`` (plus every RNG) atomically, sealed with its SHA-256.
+
+    The file is a plain ``torch.save`` archive (``torch.load`` reads it) whose ZIP comment
+    holds the SHA-256 of the archive as written: :func:`load_checkpoint` recomputes it, so a
+    flipped byte or a truncated copy is refused. It is written to ``<path>.tmp``, fsynced and
+    renamed: a crash mid-write leaves the previous checkpoint whole, and the partial file is
+    removed. Learned state holding NaN or inf is refused (the previous checkpoint is kept).
+
+    Raises:
+        CheckpointError: a parameter or optimizer entry is NaN or infinite.
+        OSError: the disk is full (``no space left on <folder>``), or another write failure.
+    """
+    path = Path(path)
+    state = {**state, "rng": rng_state()}
+    _check_finite_state(state, f"refusing to write checkpoint {path}:")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({**state, "rng": rng_state()}, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("wb") as f:
+            hashing = _HashingFile(f)
+            torch.save(state, hashing)  # type: ignore[arg-type]
+            f.flush()
+            size = f.tell()
+            seal = _SEAL + hashing.sha.hexdigest().encode()
+            f.seek(size - 2)  # the comment length of the last record, 0 as torch writes it
+            f.write(struct.pack("<H", len(seal)) + seal)
+            f.flush()
+            os.fsync(f.fileno())
+        _check_sealed_layout(tmp)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if _is_disk_full(err):
+            raise OSError(
+                errno.ENOSPC,
+                f"no space left on {path.parent} while writing checkpoint {path} (the previous "
+                "checkpoint, if any, is intact). Free some space or pass another --output-dir.",
+            ) from err
+        raise
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint` and restore the global RNGs."""
+def _is_disk_full(err: BaseException) -> bool:
+    while err is not None:
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(err):  # torch's writer wraps it in a RuntimeError
+            return True
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return False
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _check_sealed_layout(path: Path) -> None:
+    """The file ends with a ZIP end record whose comment is the seal (torch.save's layout)."""
+    with path.open("rb") as f:
+        f.seek(-(22 + _SEAL_LEN), os.SEEK_END)
+        tail = f.read()
+    if tail[:4] != _EOCD or not tail[22:].startswith(_SEAL):
+        raise RuntimeError(
+            f"torch.save wrote an archive layout save_checkpoint cannot seal: {path}"
+        )
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read and verify a checkpoint written by :func:`save_checkpoint`; touch no RNG.
+
+    Verifies the SHA-256 seal (a checkpoint from before seals existed loads with a warning),
+    then that every learned tensor is finite (parameters, optimizer moments, ...; the replay
+    buffer, collector and RNG entries are data and are not checked).
+
+    Raises:
+        FileNotFoundError: no such file.
+        CheckpointError: truncated, corrupt (the seal does not match), unreadable, or a
+            parameter or optimizer entry holds NaN or inf; the message names the file and entry.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--resume {path}: no such checkpoint file")
-    state = torch.load(path, weights_only=False)
+    _verify_seal(path)
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as err:
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read ({type(err).__name__}: {err}). Resume from "
+            "another checkpoint, or start a fresh run without --resume."
+        ) from err
+    if not isinstance(state, dict) or "rng" not in state:
+        raise CheckpointError(
+            f"checkpoint {path} is not a recipe checkpoint (expected a dict with an 'rng' entry, "
+            f"got {type(state).__name__}). Pass a checkpoint.pt written by a recipe."
+        )
+    _check_finite_state(state, f"checkpoint {path}:")
+    return state
+
+
+def _verify_seal(path: Path) -> None:
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        f.seek(max(size - (22 + _SEAL_LEN), 0))
+        tail = f.read()
+        sealed = (
+            len(tail) == 22 + _SEAL_LEN
+            and tail[:4] == _EOCD
+            and tail[20:22] == struct.pack("<H", _SEAL_LEN)
+            and tail[22:].startswith(_SEAL)
+        )
+        if not sealed:
+            if tail[-22:-18] == _EOCD and tail[-2:] == b"\x00\x00":
+                warnings.warn(
+                    f"checkpoint {path} has no SHA-256 seal (written before seals existed): "
+                    "its integrity cannot be verified. The next checkpoint will be sealed.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                return
+            raise CheckpointError(
+                f"checkpoint {path} is truncated or not a recipe checkpoint: it does not end "
+                f"with the SHA-256 seal save_checkpoint writes ({size} bytes). Resume from an "
+                "intact copy, or start a fresh run without --resume."
+            )
+        expected = tail[22 + len(_SEAL) :].decode("ascii", "replace")
+        sha = hashlib.sha256()
+        f.seek(0)
+        remaining = size - _SEAL_LEN - 2
+        while remaining > 0:
+            chunk = f.read(min(1 << 20, remaining))
+            if not chunk:
+                break
+            sha.update(chunk)
+            remaining -= len(chunk)
+        sha.update(b"\x00\x00")  # the comment length as torch wrote it, before sealing
+    if sha.hexdigest() != expected:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: its SHA-256 is {sha.hexdigest()[:16]}... but it "
+            f"was written as {expected[:16]}... (bytes changed on disk or in a copy). Resume "
+            "from an intact copy, or start a fresh run without --resume."
+        )
+
+
+def _check_finite_state(state: dict[str, Any], where: str) -> None:
+    """Raise a :class:`CheckpointError` naming the first learned entry holding NaN or inf."""
+    for key, value in state.items():
+        if key in DATA_ENTRIES:
+            continue
+        bad = _first_non_finite(value, str(key))
+        if bad is not None:
+            name, count, total = bad
+            raise CheckpointError(
+                f"{where} the entry {name} holds {count} non-finite value(s) (NaN or inf) out "
+                f"of {total}: the run that wrote it had diverged. Resume from an earlier "
+                "checkpoint, and lower the learning rate or clip gradients harder."
+            )
+
+
+def _first_non_finite(value: Any, name: str) -> tuple[str, int, int] | None:
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                return name, int((~finite).sum()), value.numel()
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (name, 1, 1)
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, entry in items:
+        bad = _first_non_finite(entry, f"{name}.{key}")
+        if bad is not None:
+            return bad
+    return None
+
+
+def load_checkpoint(path: str | Path, cfg: RunConfig | None = None) -> dict[str, Any]:
+    """Read and verify a checkpoint (:func:`read_checkpoint`), check that ``cfg`` may resume
+    it (:func:`check_resume_config`), and restore the global RNGs."""
+    state = read_checkpoint(path)
+    if cfg is not None:
+        check_resume_config(cfg, state.get("config", {}), path)
     set_rng_state(state["rng"])
     return state
+
+
+def check_resume_config(cfg: RunConfig, saved: dict[str, Any], path: str | Path) -> None:
+    """The resume rule: a resumed run keeps the hyperparameters it was started with.
+
+    Only the flags in ``cfg.RESUME_MAY_CHANGE`` (the budget, evaluation and checkpoint
+    intervals, output folder, threads...) may differ from the checkpoint's config; any other
+    difference is refused, naming the flags, so the config saved by the resumed run is
+    what actually ran. (The optimizer's state, learning rate included, comes from the
+    checkpoint: a new ``--lr`` would otherwise be recorded but not used.)
+
+    Raises:
+        CheckpointError: naming each changed flag, its checkpoint value and the given one.
+    """
+    allowed = getattr(cfg, "RESUME_MAY_CHANGE", frozenset())
+    changed = []
+    for name, value in dataclasses.asdict(cfg).items():
+        if name in allowed or name not in saved:
+            continue
+        old = saved[name]
+        same = old == value or (
+            isinstance(old, float) and isinstance(value, float) and math.isnan(old)
+            and math.isnan(value)
+        )  # fmt: skip
+        if not same:
+            changed.append(f"--{name.replace('_', '-')} {value!r} (checkpoint: {old!r})")
+    if changed:
+        raise CheckpointError(
+            f"--resume {path}: a resumed run keeps the hyperparameters it was started with, "
+            f"but these flags differ from the checkpoint's: {'; '.join(changed)}. Drop them "
+            "(or pass the checkpoint's values), or start a fresh run without --resume. Flags "
+            f"that may change on resume: {', '.join(sorted(allowed))}."
+        )
 
 
 @dataclasses.dataclass
@@ -546,11 +940,15 @@ class RunLogger:
         output_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = output_dir / "metrics.csv"
         new_file = not self.csv_path.exists() or start_frames == 0
+        if not new_file:  # a resume: rows past the checkpoint will be logged again
+            truncate_metrics(self.csv_path, start_frames)
         self._csv_file = self.csv_path.open("w" if new_file else "a", newline="")
         self._csv = csv.writer(self._csv_file)
         if new_file:
             self._csv.writerow(["frames", "name", "value"])
-        self._tb = SummaryWriter(str(output_dir / "tensorboard"))
+        # TensorBoard hides the events a resumed run logs again (steps after the checkpoint)
+        purge = {"purge_step": start_frames + 1} if start_frames > 0 else {}
+        self._tb = SummaryWriter(str(output_dir / "tensorboard"), **purge)
         self._bar = tqdm(total=total_frames, initial=start_frames, unit="frames", smoothing=0.1)
         self.latest: dict[str, float] = {}
 
@@ -579,6 +977,36 @@ class RunLogger:
         self._bar.close()
         self._tb.close()
         self._csv_file.close()
+
+
+def truncate_metrics(csv_path: Path, frames: int) -> int:
+    """Drop the rows of ``metrics.csv`` logged after ``frames`` (a resume logs them again).
+
+    Rewritten atomically; returns how many rows were dropped.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.csv"
+        >>> _ = path.write_text("frames,name,value\n10,loss,1.0\n20,loss,0.5\n")
+        >>> truncate_metrics(path, 10), path.read_text().splitlines()
+        (1, ['frames,name,value', '10,loss,1.0'])
+    """
+    with csv_path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or rows[0] != ["frames", "name", "value"]:
+        raise ValueError(
+            f"{csv_path}: expected a metrics.csv with the header frames,name,value, got "
+            f"{rows[0] if rows else 'an empty file'}. Move it away or resume into another "
+            "--output-dir."
+        )
+    kept = [row for row in rows[1:] if row and int(row[0]) <= frames]
+    dropped = len(rows) - 1 - len(kept)
+    if dropped:
+        tmp = csv_path.with_name(csv_path.name + ".tmp")
+        with tmp.open("w", newline="") as f:
+            csv.writer(f).writerows([rows[0], *kept])
+        os.replace(tmp, csv_path)
+    return dropped
 
 
 class ScalarMeans:

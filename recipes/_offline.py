@@ -197,7 +197,7 @@ def train_offline(cfg: OfflineConfig, run: OfflineRun, env: Any, buffer: Dataset
     if clash:
         raise ValueError(f"stateful names {sorted(clash)} clash with the checkpoint's own entries")
     out = Path(cfg.output_dir)
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     if state is not None:
         for name, obj in run.stateful.items():
             obj.load_state_dict(state[name])

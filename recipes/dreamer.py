@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         | {f"loss_{k}": losses[k] for k in ("model", "actor", "value")}
     )
 
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     episodes = 0
     if state is not None:
         nets.load_state_dict(state["nets"])

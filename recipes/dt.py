@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         optim, lambda u: min(1.0, (u + 1) / max(1, cfg.warmup_updates))
     )
     gen = torch.Generator().manual_seed(cfg.seed)
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     if state is not None:
         actor.load_state_dict(state["actor"])
         optim.load_state_dict(state["optim"])

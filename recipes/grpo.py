@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     sft_optim = torch.optim.Adam(model.parameters(), lr=cfg.sft_lr)
     optim = torch.optim.Adam(model.parameters(), lr=cfg.lr)
 
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     sft_done = 0
     if state is not None:
         model.load_state_dict(state["model"])

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     )
     optim = torch.optim.RMSprop(loss_fn.parameters(), lr=cfg.lr, alpha=0.99, eps=1e-5)
 
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     if state is not None:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])

@@ -34,7 +34,14 @@ from typing import Any, ClassVar
 import numpy as np
 import sac
 import torch
-from _common import RunConfig, evaluate, make_base_env, parse_config, seed_everything
+from _common import (
+    RunConfig,
+    evaluate,
+    make_base_env,
+    parse_config,
+    read_checkpoint,
+    seed_everything,
+)
 from tensordict import TensorDict
 
 from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
@@ -74,6 +81,15 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "eval_every": 1_000,
     }
+
+    def validate(self) -> None:
+        """The budgets must make a medium policy that is an earlier stage of the expert one."""
+        if self.expert_frames <= self.medium_frames:
+            raise ValueError(
+                f"--expert-frames {self.expert_frames} must be greater than --medium-frames "
+                f"{self.medium_frames}: the expert policy is the same SAC trained on past the "
+                "medium one. Raise --expert-frames or lower --medium-frames."
+            )
 
 
 def task_name(env: str) -> str:
@@ -216,9 +232,7 @@ def train_sac(cfg: Config, out: Path) -> tuple[Path, Path]:
         shutil.copyfile(out / "checkpoint.pt", medium)
     if not expert.is_file():
         last = out / "checkpoint.pt"
-        start = (
-            last if torch.load(last, weights_only=False)["frames"] > cfg.medium_frames else medium
-        )
+        start = last if read_checkpoint(last)["frames"] > cfg.medium_frames else medium
         sac.main([*sac_argv(cfg, cfg.expert_frames, out), "--resume", str(start)])
         shutil.copyfile(out / "checkpoint.pt", expert)
     return medium, expert
@@ -231,7 +245,7 @@ def load_sac(cfg: Config, checkpoint: Path) -> tuple[Any, dict[str, Any]]:
     actor, qvalue = sac.make_agent(scfg, env)
     loss = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2",
                    alpha_init=scfg.alpha_init, action_spec=env.action_spec, delay_qvalue=True)  # fmt: skip
-    state = torch.load(checkpoint, weights_only=False)
+    state = read_checkpoint(checkpoint)
     loss.load_state_dict(state["loss"])  # the actor module shares the loss's parameters
     return actor, state
 

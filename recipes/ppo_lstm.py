@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env, actor, frames_per_batch=cfg.frames_per_batch, total_frames=cfg.total_frames
     )
 
-    state = load_checkpoint(cfg.resume) if cfg.resume else None
+    state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     if state is not None:
         loss_fn.load_state_dict(state["loss"])
         optim.load_state_dict(state["optim"])
