@@ -208,6 +208,7 @@ def _run_code(
     in_jail = layers.get("namespaces", False)
     if in_jail:
         _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()  # a session of its own: kill(0, ...) reaches no process of the launcher
     workdir = WORKDIR if layers.get("filesystem") else config["workdir"]
     os.chdir(workdir)
     _attempt(layers, why, "rlimits", lambda: _set_limits(config))

@@ -372,8 +372,10 @@ class _Launched:
                     self.timed_out, self.returncode = True, -signal.SIGKILL
                 return
             chunk = status.read(65536)
-            if not chunk:
-                return  # every writer closed: the launcher is gone
+            if not chunk:  # every writer closed: the launcher is gone
+                if started is not None:  # ... killed by the code (its jailer shares its uid)
+                    self.returncode = -signal.SIGKILL
+                return
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
