@@ -3,7 +3,13 @@
 from importlib.metadata import version as _version
 
 from rl_envs.auto_reset import AutoResetEnv, AutoResetTransform
-from rl_envs.batched import AsyncEnvPool, ParallelEnv, SerialEnv, WorkerError
+from rl_envs.batched import (
+    AsyncEnvPool,
+    ParallelEnv,
+    SerialEnv,
+    WorkerError,
+    WorkerTimeoutError,
+)
 from rl_envs.env_base import EnvBase
 from rl_envs.libs.backend import gym_backend, set_gym_backend
 from rl_envs.libs.dm_control import DMControlEnv, DMControlWrapper
@@ -95,6 +101,7 @@ __all__ += [
     "SerialEnv",
     "TransformedEnv",
     "WorkerError",
+    "WorkerTimeoutError",
     *_transforms_all,
 ]
 # Multi-agent envs.

@@ -13,7 +13,8 @@ Worker protocol (one duplex pipe per worker, one-byte commands, replies
 reset the sub-envs and reply ``b"k"`` + the pickled outputs. Exact state (not per step, so pickled): ``g`` replies
 ``b"k" + pickle([state of each sub-env])``, ``t + pickle([states])`` restores them;
 their failures reply ``b"n" + pickle((not_implemented, message))`` and leave the
-worker running. A worker also exits when its parent process disappears.
+worker running. A worker also exits when its parent process disappears, even while blocked
+in a sub-env's code (see ``_procwatch.die_with_parent``).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from tensordict import TensorDictBase
 
 from rl_envs.batched._gym_step import gym_stepper
 from rl_envs.batched._layout import Buffers, NestedKey, check_sub_env
+from rl_envs.batched._procwatch import die_with_parent
 
-_PARENT_POLL_S = 1.0
 KEEP = "keep"  # reset_unbuffered: this sub-env is not reset
 
 
@@ -209,8 +210,10 @@ def worker_loop(
     first: int,
     parent_pid: int,
     num_threads: int,
+    pdeathsig: bool = True,
 ) -> None:
     """Runs in the worker process until ``c`` (close), a broken pipe or the parent's death."""
+    die_with_parent(parent_pid, pdeathsig)
     torch.set_num_threads(num_threads)
     if isinstance(fns, bytes):
         import cloudpickle
@@ -225,10 +228,6 @@ def worker_loop(
         return
     try:
         while True:
-            if not conn.poll(_PARENT_POLL_S):
-                if os.getppid() != parent_pid:
-                    return  # orphaned: the parent is gone
-                continue
             try:
                 cmd = conn.recv_bytes()
             except (EOFError, OSError):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
+import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +27,7 @@ from rl_envs.batched._layout import (
     set_batched_specs,
     write_inputs,
 )
+from rl_envs.batched._procwatch import check_timeout, describe_process, poll_ms, process_state
 from rl_envs.batched._unbuffered import (
     keep_rows,
     reset_items,
@@ -37,13 +41,19 @@ from rl_envs.env_base import EnvBase
 from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.utils import EnvMetaData
 
-__all__ = ["ParallelEnv"]
+__all__ = ["ParallelEnv", "WorkerError", "WorkerTimeoutError"]
 
 _JOIN_TIMEOUT_S = 5.0
+DEFAULT_TIMEOUT_S = 300.0
 
 
 class WorkerError(RuntimeError):
     """A worker raised or died; the message holds its traceback or exit status."""
+
+
+class WorkerTimeoutError(WorkerError, TimeoutError):
+    """A worker did not answer within the env's ``timeout``; the message names the worker,
+    its pid, what it was asked to do and what the process is doing (e.g. stopped)."""
 
 
 class ParallelEnv(EnvBase):
@@ -60,8 +70,13 @@ class ParallelEnv(EnvBase):
     stopped by ``close()`` (idempotent; also on garbage collection and at the
     end of a ``with`` block). If a worker raises, the parent raises
     :class:`WorkerError` with the worker's traceback; if a worker dies (e.g.
-    killed by a signal), the parent raises within a second instead of hanging.
-    Either way every worker is stopped and reaped first: no orphan, no zombie.
+    killed by a signal), the parent raises within a second instead of hanging; if a
+    worker does not answer within ``timeout`` seconds (blocked in ``_step``, stopped by
+    ``SIGSTOP``), the parent raises :class:`WorkerTimeoutError` naming the worker, its pid,
+    the command (``"step"``, ``"reset"``...) and what the process is doing. Either way
+    every worker is stopped and reaped first: no orphan, no zombie. Workers also end when
+    the parent process dies, even while blocked in a sub-env's code (``PR_SET_PDEATHSIG``
+    on Linux, and a watchdog thread everywhere).
 
     ``get_state()`` / ``set_state()`` save and restore the exact state of every
     sub-env (through the workers, in the format of :class:`SerialEnv`'s), so a
@@ -90,6 +105,13 @@ class ParallelEnv(EnvBase):
         share_individual_td: TorchRL's choice between one stacked buffer and one buffer
             per sub-env. Results are the same either way; here the buffers are always
             one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
+        timeout: seconds the parent waits for the workers' answer to one command (a step,
+            a reset, building the sub-envs...) before raising :class:`WorkerTimeoutError`
+            (default 300). ``math.inf`` waits forever; ``None`` is refused, so that waiting
+            forever is always a visible choice.
+
+    Raises:
+        ValueError: ``timeout`` is ``None``, zero or negative.
 
     Example:
         >>> from rl_envs import PendulumEnv, ParallelEnv
@@ -113,7 +135,9 @@ class ParallelEnv(EnvBase):
         validate_actions: bool = False,
         use_buffers: bool | None = None,
         share_individual_td: bool | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self.timeout = check_timeout(timeout, "ParallelEnv")
         if envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}.")
         fns = as_fn_list(create_env_fn, num_workers)
@@ -168,6 +192,7 @@ class ParallelEnv(EnvBase):
         self._rows: list[TensorDictBase | None] = [None] * n  # last reset rows (no buffers)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
+        self._pollers: list[Any] = []  # one select.poll per worker: a cheap wait with a timeout
         self._closed = False
         self._finalizer: Any = None
 
@@ -182,8 +207,9 @@ class ParallelEnv(EnvBase):
         for current, update in zip(self.create_env_kwargs, updates, strict=True):
             current.update(update)
         if self.is_started:
+            self._finalizer.detach()
             _shutdown(self._procs, self._conns)
-            self._procs, self._conns = [], []
+            self._procs, self._conns, self._pollers = [], [], []
 
     def _start(self) -> None:
         if self._closed:
@@ -192,6 +218,8 @@ class ParallelEnv(EnvBase):
         ctx = mp.get_context(self.mp_start_method)
         payloads = [self._payload(i) for i in range(self.num_workers)]
         k = self.envs_per_worker
+        # PR_SET_PDEATHSIG fires when the forking *thread* exits: only safe from the main one.
+        pdeathsig = threading.current_thread() is threading.main_thread()
         for i in range(self.num_workers):
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(
@@ -204,6 +232,7 @@ class ParallelEnv(EnvBase):
                     i * k,
                     os.getpid(),
                     self.num_threads,
+                    pdeathsig,
                 ),
                 daemon=True,
                 name=f"ParallelEnv-worker-{i}",
@@ -212,6 +241,9 @@ class ParallelEnv(EnvBase):
             child_end.close()  # the parent keeps only its end: a dead worker reads as EOF
             self._procs.append(proc)
             self._conns.append(parent_end)
+            poller = select.poll()
+            poller.register(parent_end.fileno(), select.POLLIN)
+            self._pollers.append(poller)
         self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns)
         self._wait_all("building the sub-envs")
 
@@ -253,7 +285,7 @@ class ParallelEnv(EnvBase):
             self._finalizer()
         else:
             _shutdown(self._procs, self._conns)
-        self._procs, self._conns = [], []
+        self._procs, self._conns, self._pollers = [], [], []
 
     def __enter__(self) -> ParallelEnv:
         return self
@@ -273,12 +305,10 @@ class ParallelEnv(EnvBase):
 
     def _wait_all(self, what: str, workers: Sequence[int] | None = None) -> None:
         targets = list(range(self.num_workers)) if workers is None else workers
+        deadline = time.monotonic() + self.timeout
         errors = []
-        for i in targets:
-            try:
-                reply = self._conns[i].recv_bytes()
-            except (EOFError, OSError):
-                self._fail(i, what)
+        for n, i in enumerate(targets):
+            reply = self._recv(i, what, deadline, targets[n:])
             if reply[:1] == b"e":
                 errors.append(reply[1:].decode(errors="replace"))
         if errors:
@@ -287,6 +317,32 @@ class ParallelEnv(EnvBase):
                 f"ParallelEnv: {len(errors)} worker(s) raised {what}; the env is closed. "
                 f"First worker traceback:\n{errors[0]}"
             )
+
+    def _recv(self, i: int, what: str, deadline: float, waiting: Sequence[int]) -> bytes:
+        """Worker ``i``'s reply, or :class:`WorkerTimeoutError` past ``deadline`` (``waiting``:
+        the workers whose replies are still unread, ``i`` first)."""
+        if not self._pollers[i].poll(poll_ms(deadline)):
+            self._timed_out(what, [j for j in waiting if j == i or not self._pollers[j].poll(0)])
+        try:
+            return self._conns[i].recv_bytes()
+        except (EOFError, OSError):
+            self._fail(i, what)
+            raise  # unreachable: _fail raises
+
+    def _timed_out(self, what: str, stuck: Sequence[int]) -> None:
+        """Kills the ``stuck`` workers at once (they may never read a command again), stops
+        the others, and raises :class:`WorkerTimeoutError` describing each stuck worker."""
+        lines = [
+            f"worker {i} (pid {self._procs[i].pid}), which {describe_process(self._procs[i].pid)}"
+            for i in stuck
+        ]
+        self._abort(stuck)
+        raise WorkerTimeoutError(
+            f"ParallelEnv: no answer to {what!r} within timeout={self.timeout} s from "
+            f"{'; '.join(lines)}. The env is closed and its workers are stopped. If the "
+            "sub-env is just slow, pass a larger ParallelEnv(timeout=...); otherwise find "
+            "what blocks its _step / _reset (run it in a SerialEnv to debug)."
+        )
 
     def _fail(self, i: int, what: str) -> None:
         proc = self._procs[i]
@@ -308,13 +364,12 @@ class ParallelEnv(EnvBase):
             "Check the sub-env for crashes (segfault, out of memory) and create a new ParallelEnv."
         )
 
-    def _abort(self) -> None:
+    def _abort(self, stuck: Sequence[int] = ()) -> None:
         self._closed = self.is_closed = True
         if self._finalizer is not None:
-            self._finalizer()
-        else:
-            _shutdown(self._procs, self._conns)
-        self._procs, self._conns = [], []
+            self._finalizer.detach()
+        _shutdown(self._procs, self._conns, stuck)
+        self._procs, self._conns, self._pollers = [], [], []
 
     def _exchange_state(self, cmds: list[bytes], what: str) -> list[bytes]:
         """Sends ``cmds[i]`` to worker ``i``; returns the payloads of their ``b"k"`` replies.
@@ -333,11 +388,9 @@ class ParallelEnv(EnvBase):
         payloads: list[bytes] = []
         failures: list[tuple[bool, str]] = []
         crashed: list[str] = []
+        deadline = time.monotonic() + self.timeout
         for i in range(len(cmds)):
-            try:
-                reply = self._conns[i].recv_bytes()
-            except (EOFError, OSError):
-                self._fail(i, what)
+            reply = self._recv(i, what, deadline, range(i, len(cmds)))
             if reply[:1] == b"n":
                 failures.append(pickle.loads(reply[1:]))
             elif reply[:1] == b"e":
@@ -486,16 +539,28 @@ def _backend_run(
 ParallelEnv.rollout_backends = (RolloutBackend("batched", _backend_supports, _backend_run),)
 
 
-def _shutdown(procs: list[Any], conns: list[Any]) -> None:
-    """Asks workers to stop, then terminates / kills the stubborn ones, and reaps all."""
-    for conn in conns:
-        with contextlib.suppress(BrokenPipeError, OSError):
-            conn.send_bytes(b"c")
+def _shutdown(procs: list[Any], conns: list[Any], stuck: Sequence[int] = ()) -> None:
+    """Asks workers to stop, then terminates / kills the stubborn ones, and reaps all.
+
+    ``stuck`` workers (and stopped ones, which would never read the request) are killed at
+    once; the others get ``_JOIN_TIMEOUT_S`` seconds in all to close their sub-envs."""
+    stopped = [i for i, p in enumerate(procs) if p.pid and process_state(p.pid) in ("T", "t")]
+    for i in {*stuck, *stopped}:
+        with contextlib.suppress(OSError, ValueError):
+            procs[i].kill()
+    for i, conn in enumerate(conns):
+        if i not in stuck:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                conn.send_bytes(b"c")
+    deadline = time.monotonic() + _JOIN_TIMEOUT_S
     for proc in procs:
-        proc.join(timeout=_JOIN_TIMEOUT_S)
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
         if proc.is_alive():
             proc.terminate()
-            proc.join(timeout=_JOIN_TIMEOUT_S)
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGCONT)  # a stopped process takes SIGTERM only then
+            proc.join(timeout=1.0)
         if proc.is_alive():
             proc.kill()
             proc.join()
