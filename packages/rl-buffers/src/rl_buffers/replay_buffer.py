@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import operator
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,6 +49,19 @@ def _consuming_sampler(
             f"with a ConsumingSampler); got {type(sampler).__name__}."
         )
     return ConsumingSampler(consume_after_n_samples)
+
+
+def _check_batch_size(batch_size: Any, where: str) -> None:
+    """A batch size is a positive int: 0 would give empty batches (and iterate forever)."""
+    try:
+        value = None if isinstance(batch_size, bool) else operator.index(batch_size)
+    except TypeError:
+        value = None
+    if value is None or value < 1:
+        raise ValueError(
+            f"{where} must be a positive int (the number of items per batch); got {batch_size!r}. "
+            "A batch of 0 items would make losses NaN and iteration never end: pass at least 1."
+        )
 
 
 def stack_items(items: list[Any]) -> Any:
@@ -149,6 +163,8 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             )
         self._parts = Parts(storage, sampler, writer, transform, transform_factory,
                             collate_fn, bool(compilable), generator)  # fmt: skip
+        if batch_size is not None:
+            _check_batch_size(batch_size, "ReplayBuffer(batch_size=...)")
         self._batch_size = batch_size
         self._prefetch = int(prefetch or 0)
         self._pin_memory = pin_memory
@@ -480,6 +496,8 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
                 raise ValueError(
                     "sample() needs a batch_size: pass one here or to the constructor."
                 )
+        elif type(batch_size) is not int or batch_size < 1:
+            _check_batch_size(batch_size, "sample(batch_size)")
         if self._prefetch and batch_size == self._batch_size:
             data, info, ran_out = self._prefetched(batch_size)
         else:
