@@ -359,8 +359,12 @@ _SEAL = b"rl-recipes-checkpoint sha256="
 """The ZIP archive comment that closes every checkpoint: this prefix, then 64 hex digits."""
 _SEAL_LEN = len(_SEAL) + 64
 _EOCD = b"PK\x05\x06"  # the ZIP end-of-central-directory record (22 bytes, then the comment)
-DATA_ENTRIES = frozenset({"buffer", "collector", "rng", "config"})
-"""Checkpoint entries that hold data, not learned state: not checked for finiteness."""
+DATA_ENTRIES = frozenset(
+    {"buffer", "collector", "rng", "config", "frames", "wall", "eval_return", "next_eval",
+     "next_ckpt"}
+)  # fmt: skip
+"""Checkpoint entries that hold data or counters, not learned state: not checked for
+finiteness (an evaluation return is NaN before the first evaluation)."""
 
 
 class _HashingFile:

@@ -49,6 +49,7 @@ from rl_buffers.datasets import (
     DatasetReplayBuffer,
     MinariExperienceReplay,
     check_matches_env,
+    read_d4rl_hdf5,
 )
 from rl_envs import Compose, DoubleToFloat, RewardSum, StepCounter, TransformedEnv
 
@@ -128,6 +129,68 @@ def smoke_dataset(cfg: OfflineConfig) -> Path:
     )
 
 
+def check_offline_arrays(arrays: Mapping[str, Any], source: str) -> None:
+    """Refuse D4RL arrays that would train on garbage, naming the field and the fix.
+
+    Checks, before any training: every field has one entry per transition; observations,
+    actions, rewards and next observations are finite; ``rewards`` holds one number per
+    transition (``[N]`` or ``[N, 1]``); ``terminals`` and ``timeouts`` hold only 0 and 1
+    (a 0.5 would silently become ``True``).
+
+    Raises:
+        ValueError: naming ``source``, the field, what was expected and what came.
+
+    Example:
+        >>> import numpy as np
+        >>> check_offline_arrays({"observations": np.zeros((2, 3)), "actions": np.zeros((2, 1)),
+        ...     "rewards": np.zeros(2), "terminals": np.array([0, 1])}, "toy")
+    """
+    import numpy as np
+
+    n = len(arrays["observations"]) if "observations" in arrays else None
+    for name, value in arrays.items():
+        value = np.asarray(value)
+        if value.ndim == 0 or (n is not None and len(value) != n):
+            raise ValueError(
+                f"{source}: field {name!r} has shape {value.shape}, expected {n} entries (one "
+                "per transition, as 'observations'). Rewrite the dataset with make_dataset.py."
+            )
+        if name in ("terminals", "timeouts"):
+            if value.dtype != np.bool_:
+                ok = np.isin(value, (0, 1))
+                if not ok.all():
+                    i = int(np.flatnonzero(~ok.reshape(len(value), -1).all(axis=1))[0])
+                    raise ValueError(
+                        f"{source}: field {name!r} must hold only 0/1 flags, got "
+                        f"{value.reshape(len(value), -1)[i].tolist()} at transition {i} "
+                        f"({int((~ok).sum())} bad entries). Rewrite the flags as booleans."
+                    )
+            continue
+        if not np.issubdtype(value.dtype, np.number):
+            raise ValueError(f"{source}: field {name!r} has dtype {value.dtype}, expected numbers.")
+        if np.issubdtype(value.dtype, np.floating):
+            finite = np.isfinite(value).reshape(len(value), -1).all(axis=1)
+            if not finite.all():
+                i = int(np.flatnonzero(~finite)[0])
+                raise ValueError(
+                    f"{source}: field {name!r} holds NaN or inf in {int((~finite).sum())} "
+                    f"transition(s), the first at index {i}. Clean or drop those transitions."
+                )
+        if name == "rewards" and not (value.ndim == 1 or value.shape[1:] == (1,)):
+            raise ValueError(
+                f"{source}: field 'rewards' has shape {value.shape}, expected ({n},) or "
+                f"({n}, 1): one scalar reward per transition. Sum or select the reward terms "
+                "when writing the dataset."
+            )
+
+
+def load_d4rl(path: Path, batch_size: int) -> DatasetReplayBuffer:
+    """A D4RL HDF5 file as a replay buffer, its arrays checked first (:func:`check_offline_arrays`)."""
+    if path.is_file():  # a missing file: the loader's own message says how to make one
+        check_offline_arrays(read_d4rl_hdf5(path), f"dataset {path}")
+    return D4RLExperienceReplay(path.stem, batch_size, root=path.parent)
+
+
 def load_dataset(cfg: OfflineConfig, env: Any) -> DatasetReplayBuffer:
     """The dataset as a replay buffer sampling ``batch_size``, checked against the env's shapes."""
     if cfg.minari_root:
@@ -141,7 +204,18 @@ def load_dataset(cfg: OfflineConfig, env: Any) -> DatasetReplayBuffer:
                 f"--dataset {cfg.dataset!r}: expected a D4RL '.hdf5' file, or a Minari id with "
                 "--minari-root. Make one with `uv run recipes/make_dataset.py`."
             )
-        buffer = D4RLExperienceReplay(path.stem, cfg.batch_size, root=path.parent)
+        buffer = load_d4rl(path, cfg.batch_size)
+    if cfg.minari_root:  # Minari's episodes, as loaded: the same checks on the transitions
+        steps = buffer.storage[: len(buffer.storage)]
+        check_offline_arrays(
+            {
+                "observations": steps["observation"].numpy(),
+                "actions": steps["action"].numpy(),
+                "rewards": steps["next", "reward"].numpy(),
+                "next_observations": steps["next", "observation"].numpy(),
+            },
+            f"Minari dataset {cfg.dataset}",
+        )
     check_matches_env(buffer.storage[:1], env)
     return buffer
 

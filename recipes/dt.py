@@ -43,6 +43,7 @@ from _common import (
     seed_everything,
     write_summary,
 )
+from _offline import check_offline_arrays
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule, TensorDictSequential
 
@@ -152,6 +153,7 @@ def write_scripted_dataset(path: Path, episodes: int, seed: int) -> Path:
 def load_episodes(path: Path) -> list[dict[str, torch.Tensor]]:
     """Split a D4RL file into episodes (at terminals / timeouts) with returns-to-go."""
     arrays = read_d4rl_hdf5(path)
+    check_offline_arrays(arrays, f"dataset {path}")
     obs = torch.as_tensor(arrays["observations"], dtype=torch.float32)
     if obs.shape[-1] != 3 or arrays["actions"].shape[-1] != 1:
         raise ValueError(

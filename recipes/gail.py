@@ -19,12 +19,12 @@ import sac
 import torch
 from _common import parse_config, seed_everything
 from _off_policy import OffPolicyRun, train_off_policy
-from _offline import smoke_dataset
+from _offline import load_d4rl, smoke_dataset
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_buffers.datasets import D4RLExperienceReplay, check_matches_env
+from rl_buffers.datasets import check_matches_env
 from rl_collectors import Collector
 from rl_modules import MLP, ValueOperator
 from rl_objectives import GAILLoss, SACLoss, SoftUpdate
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     env.set_seed(cfg.seed)
     eval_env = sac.make_env(cfg)
     path = Path(cfg.expert_dataset)
-    expert = D4RLExperienceReplay(path.stem, cfg.batch_size, root=path.parent)
+    expert = load_d4rl(path, cfg.batch_size)
     check_matches_env(expert.storage[:1], env)
     actor, qvalue = sac.make_agent(cfg, env)
     loss_fn = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2",
