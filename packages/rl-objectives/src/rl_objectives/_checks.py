@@ -76,7 +76,7 @@ FINITE = Bound()
 LOSS_BOUNDS: dict[str, Bound] = {
     "gamma": UNIT,
     "lmbda": UNIT,
-    "clip_epsilon": POSITIVE,
+    "clip_epsilon": NONNEGATIVE,  # the losses also check (eps_low, eps_high) against each other
     "entropy_coeff": NONNEGATIVE,
     "critic_coeff": NONNEGATIVE,
     "expectile": Bound(0.0, 1.0, low_open=True, high_open=True),
