@@ -256,6 +256,39 @@ def test_extract_python_code():
     assert extract_python_code("no code") == []
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("```python\r\nprint(1)\r\n```", ["print(1)\n"]),  # CRLF
+        ("```py\nx = 1\n```", ["x = 1\n"]),
+        ("```python3\nx = 2\n```", ["x = 2\n"]),
+        ("```Python\nx = 3\n```", ["x = 3\n"]),
+        ("```python\rx = 4\r```", ["x = 4\n"]),  # old Mac line ends
+        ("```python\nprint('never closed')\n", []),
+        ("```bash\nrm -rf /\n```", []),
+        ("```\nplain\n```", []),
+    ],
+)
+def test_extract_python_code_reads_tags_and_line_ends(text, expected):
+    assert extract_python_code(text) == expected
+
+
+def test_blocks_that_do_not_run_are_reported_to_the_model():
+    interpreter = PythonInterpreter(sandbox=PythonSandbox(timeout=20.0, cpu_time=1.0))
+    message = interpreter.run_reply(
+        "```bash\nls\n```\n```\nplain\n```\n```py\nprint(6 * 7)\n```\n```python\nprint("
+    )
+    assert message.splitlines() == [
+        "Code block 1 was not run (language 'bash'): only ```python blocks run.",
+        "Code block 2 was not run (no language tag): only ```python blocks run.",
+        "Code block 3 executed successfully:",
+        "42",
+        "",
+        "Code block 4 was not run: it is not closed with ```.",
+    ]
+    assert interpreter.run_reply("no fences at all") is None
+
+
 def _interpreter() -> PythonInterpreter:
     return PythonInterpreter(
         sandbox=PythonSandbox(timeout=20.0, cpu_time=1.0, memory=256 << 20, max_output=200)

@@ -32,6 +32,19 @@ def as_strings(value: Any, n: int, where: str) -> list[str]:
     return list(value)
 
 
+def _messages(history: History) -> tuple[tuple[str, str], ...]:
+    """One conversation as ``((role, content), ...)``."""
+    return tuple(zip(_as_list(history.role), _as_list(history.content), strict=True))
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (NonTensorData, NonTensorStack)):
+        value = value.tolist()
+    return list(value)
+
+
 class ChatEnv:
     """A batch of conversations: reset starts them from prompts, step appends the policy's reply.
 
@@ -49,6 +62,11 @@ class ChatEnv:
     so that a generic ``step_mdp`` carries them to the next turn). The episode is
     truncated after ``max_turns`` replies, and terminated when a transform says so
     (e.g. a reward parser that found an answer).
+
+    The env owns the conversation: it remembers what it handed out for each row (and
+    the turn count and done flag), and a step whose ``("history", "full")`` changes any
+    earlier message, appends anything but the policy's reply, or uses an unknown role
+    raises, so a caller cannot rewrite the prompt the next turn is built from.
 
     Partial resets (``"_reset"`` ``[B, 1]``) restart only the flagged rows.
     Transforms (:class:`~rl_llm.envs.LLMTransform`) are appended with
@@ -130,6 +148,8 @@ class ChatEnv:
             self.data_key = data_key
         self.max_turns = max_turns
         self.transforms: list[LLMTransform] = []
+        # Per row: (the conversation handed out, its turn, done), set by reset and step.
+        self._state: list[tuple[tuple[tuple[str, str], ...], int, bool] | None] = []
 
     # -- transforms -------------------------------------------------------------------------
     def append_transform(self, transform: LLMTransform) -> ChatEnv:
@@ -226,7 +246,66 @@ class ChatEnv:
         out = lazy_stack(out_rows)
         for transform in self.transforms:
             out = transform._reset(tensordict, out)
+        self._record(out, rows)
         return self._to_device(out)
+
+    # -- the env's own record of each conversation ------------------------------------------
+    def _record(self, out: TensorDictBase, rows: list[int]) -> None:
+        """Remembers the conversation, turn and done flag the env handed out for ``rows``."""
+        if len(self._state) != self.batch_size[0]:
+            self._state = [None] * self.batch_size[0]
+        prompts = out.get(("history", "prompt"))
+        turns = out.get("turn").reshape(-1).tolist()
+        done = out.get("done").reshape(-1).tolist()
+        for i in rows:
+            self._state[i] = (_messages(prompts[i]), int(turns[i]), bool(done[i]))
+
+    def known_roles(self) -> set[str]:
+        """The roles a conversation of this env may hold: system, user, policy, and tools."""
+        roles = {self.system_role, self.user_role, self.policy_role}
+        roles.update(t.tool_role for t in self.transforms if hasattr(t, "tool_role"))
+        return roles
+
+    def _check_reply(self, i: int, full: History) -> None:
+        """Row ``i``'s action must be the conversation handed out plus the policy's reply."""
+        state = self._state[i] if i < len(self._state) else None
+        if state is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.step: row {i} was never reset; call env.reset(...) first."
+            )
+        handed_out, _, done = state
+        if done:
+            raise RuntimeError(
+                f"{type(self).__name__}.step: row {i} is done; reset it first (env.reset(td) "
+                "with '_reset', or step_and_maybe_reset)."
+            )
+        messages = _messages(full)
+        for k, (given, expected) in enumerate(zip(messages, handed_out, strict=False)):
+            if given != expected:
+                raise ValueError(
+                    f"row {i}: ('history', 'full') rewrites message {k} of the conversation "
+                    f"(expected role {expected[0]!r} with the text the env handed out, got role "
+                    f"{given[0]!r}). The env owns the conversation: a step may only append the "
+                    "policy's reply to the prompt it returned."
+                )
+        if len(messages) <= len(handed_out):
+            raise ValueError(
+                f"row {i}: ('history', 'full') has {len(messages)} messages, no more than the "
+                f"prompt's {len(handed_out)}: the policy wrote no reply. A reply is a message "
+                "appended to the prompt."
+            )
+        known = self.known_roles()
+        for role, _ in messages[len(handed_out) :]:
+            if role not in known:
+                raise ValueError(
+                    f"row {i}: the reply has a message of unknown role {role!r}; the roles of "
+                    f"this env are {sorted(known)}."
+                )
+            if role != self.policy_role:
+                raise ValueError(
+                    f"row {i}: the reply appends a message of role {role!r}; a step may only "
+                    f"append the policy's reply (role {self.policy_role!r})."
+                )
 
     # -- step -------------------------------------------------------------------------------
     def _reply_rows(self, tensordict: TensorDictBase) -> list[History]:
@@ -237,33 +316,22 @@ class ChatEnv:
                 "prompt followed by the reply, as TransformersWrapper writes it); got keys "
                 f"{sorted(map(str, tensordict.keys()))}."
             )
-        prompt = tensordict.get(("history", "prompt"), None)
         fulls = list(full.unbind(0))
-        prompts = list(prompt.unbind(0)) if prompt is not None else [None] * len(fulls)
-        for i, (f, p) in enumerate(zip(fulls, prompts, strict=True)):
+        for i, f in enumerate(fulls):
             if f.batch_dims != 1:
                 raise ValueError(
                     f"('history', 'full') row {i} must be one conversation (1 dim); got batch_size {tuple(f.batch_size)}."
                 )
-            if p is not None and f.batch_size[0] <= p.batch_size[0]:
-                raise ValueError(
-                    f"row {i}: ('history', 'full') has {f.batch_size[0]} messages, no more than the prompt's "
-                    f"{p.batch_size[0]}: the policy wrote no reply. A reply is a message appended to the prompt."
-                )
-            last_role = f[-1].role
-            if last_role != self.policy_role:
-                raise ValueError(
-                    f"row {i}: the last message of ('history', 'full') has role {last_role!r}; expected the "
-                    f"policy's reply (role {self.policy_role!r})."
-                )
+            self._check_reply(i, f)
         return fulls
 
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Appends the policy's reply and writes ``"next"`` (see the class docstring).
 
         Raises:
-            RuntimeError: a row was already done (reset it first).
-            KeyError, ValueError: the reply is missing or is not a reply.
+            RuntimeError: a row was never reset, or is done (reset it first).
+            KeyError, ValueError: the reply is missing, is not a reply, rewrites the
+                conversation the env handed out, or has a role that is not the policy's.
         """
         if tuple(tensordict.batch_size) != tuple(self.batch_size):
             raise ValueError(
@@ -278,8 +346,8 @@ class ChatEnv:
                 "with '_reset', or step_and_maybe_reset)."
             )
         fulls = self._reply_rows(tensordict)
-        turn = tensordict.get("turn", None)
-        turn = torch.zeros(len(fulls), 1, dtype=torch.int64) if turn is None else turn.cpu()
+        # The turn count is the env's own, whatever the caller's "turn" entry says.
+        turn = torch.tensor([[state[1]] for state in self._state], dtype=torch.int64)
         next_turn = turn + 1
         truncated = (
             next_turn >= self.max_turns
@@ -310,6 +378,7 @@ class ChatEnv:
         for transform in self.transforms:
             nxt = transform._step(tensordict, nxt)
         nxt.set("done", nxt.get("done") | nxt.get("terminated") | nxt.get("truncated"))
+        self._record(nxt, list(range(len(fulls))))
         tensordict.set("next", self._to_device(nxt))
         return tensordict
 

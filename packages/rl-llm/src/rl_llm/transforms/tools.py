@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,17 +16,67 @@ from rl_llm.envs.transform import LLMTransform
 from rl_llm.sandbox.python_sandbox import PythonSandbox
 from rl_llm.transforms._replies import reply_texts
 
-_CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n`]*\n")
+_CLOSE = re.compile(r"```")
+PYTHON_TAGS = frozenset({"python", "py", "python3"})
+"""Fence tags whose blocks run (compared lower-case)."""
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One fenced block of a reply.
+
+    Attributes:
+        language: the fence's tag, lower-case (``""`` when it has none).
+        code: the block's text, with LF line ends.
+        closed: whether a closing fence ends it (an unterminated block is never run).
+    """
+
+    language: str
+    code: str
+    closed: bool
+
+    @property
+    def runs(self) -> bool:
+        """Whether :class:`PythonInterpreter` runs it: a closed Python block."""
+        return self.closed and self.language in PYTHON_TAGS
+
+
+def parse_code_blocks(text: str) -> list[CodeBlock]:
+    """Every fenced block of ``text`` in order; CRLF and CR line ends are read as LF.
+
+    Examples:
+        >>> [(b.language, b.closed) for b in parse_code_blocks("```py\\r\\nx = 1\\r\\n```\\n```bash\\nls")]
+        [('py', True), ('bash', False)]
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    blocks, position = [], 0
+    while (opening := _FENCE.search(text, position)) is not None:
+        closing = _CLOSE.search(text, opening.end())
+        end = closing.start() if closing else len(text)
+        language = opening.group(1).lower()
+        blocks.append(CodeBlock(language, text[opening.end() : end], closing is not None))
+        if closing is None:
+            break
+        position = closing.end()
+    return blocks
 
 
 def extract_python_code(text: str) -> list[str]:
-    """The ```` ```python ```` fenced blocks of ``text``, in order.
+    """The code of the blocks that run: closed fences tagged ``python``, ``py`` or ``python3``.
 
     Examples:
-        >>> extract_python_code("try:\\n```python\\nprint(1)\\n```\\nand\\n```python\\nx = 2\\n```")
+        >>> extract_python_code("try:\\n```python\\nprint(1)\\n```\\nand\\n```py\\nx = 2\\n```")
         ['print(1)\\n', 'x = 2\\n']
     """
-    return _CODE_BLOCK.findall(text)
+    return [block.code for block in parse_code_blocks(text) if block.runs]
+
+
+def _not_run(k: int, block: CodeBlock) -> str:
+    if not block.closed:
+        return f"Code block {k} was not run: it is not closed with ```."
+    tag = f"language {block.language!r}" if block.language else "no language tag"
+    return f"Code block {k} was not run ({tag}): only ```python blocks run."
 
 
 class PythonInterpreter(LLMTransform):
@@ -72,13 +123,20 @@ class PythonInterpreter(LLMTransform):
         self.max_workers = max_workers or os.cpu_count() or 1
 
     def run_reply(self, reply: str) -> str | None:
-        """The tool message for one reply (``None`` when it holds no code block)."""
-        blocks = extract_python_code(reply)
+        """The tool message for one reply (``None`` when it holds no fenced block).
+
+        Closed Python blocks run; any other block (another language, no tag, no closing
+        fence) gets a line saying it was not run and why, so the model learns why.
+        """
+        blocks = parse_code_blocks(reply)
         if not blocks:
             return None
         parts = []
-        for k, code in enumerate(blocks, start=1):
-            result = self.sandbox.run(code)
+        for k, block in enumerate(blocks, start=1):
+            if not block.runs:
+                parts.append(_not_run(k, block))
+                continue
+            result = self.sandbox.run(block.code)
             if result.success:
                 parts.append(f"Code block {k} executed successfully:\n{result.stdout}")
             else:
