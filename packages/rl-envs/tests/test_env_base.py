@@ -593,3 +593,121 @@ def test_step_mdp_method_keeps_the_action_and_drops_the_reward():
 def test_shape_is_the_batch_size():
     assert CountEnv(batch_size=(3, 2)).shape == (3, 2)
     assert CountEnv().shape == ()
+
+
+class StatefulCountEnv(CountEnv):
+    """CountEnv whose state lives inside it: steps are refused before the first reset."""
+
+    requires_reset = True
+
+    def get_state(self):
+        return {"x": self.x.clone()}
+
+    def set_state(self, state):
+        self.x = state["x"].clone()
+        self._awaiting_reset = False
+
+
+def test_requires_reset_refuses_step_before_reset():
+    env = StatefulCountEnv()
+    td = TensorDict(action=torch.ones(1))
+    with pytest.raises(RuntimeError, match=r"StatefulCountEnv.step\(\) was called before reset"):
+        env.step(td)
+    with pytest.raises(RuntimeError, match=r"before reset"):
+        env.step_and_maybe_reset(td)
+    with pytest.raises(RuntimeError, match=r"rollout\(auto_reset=False\).*before reset"):
+        env.rollout(2, auto_reset=False, tensordict=TensorDict(observation=torch.zeros(1)))
+    root = env.reset()
+    assert env.step(ones(env)(root))["next", "observation"].item() == 1.0
+
+
+def test_requires_reset_lifted_by_set_state_and_set_again_by_require_reset():
+    env = StatefulCountEnv()
+    env.set_state({"x": torch.full((1,), 2.0)})
+    td = env.step(TensorDict(action=torch.ones(1)))
+    assert td["next", "observation"].item() == 3.0
+    env.require_reset()
+    with pytest.raises(RuntimeError, match=r"before reset"):
+        env.step(TensorDict(action=torch.ones(1)))
+
+
+def test_stateless_env_steps_without_reset_as_in_torchrl():
+    env = CountEnv()  # requires_reset is False by default: state may travel in the input
+    assert not env.requires_reset
+    assert env.step(TensorDict(action=torch.ones(1)))["next", "observation"].item() == 1.0
+
+
+def test_transformed_env_follows_its_base_env_reset_requirement():
+    from rl_envs import StepCounter, TransformedEnv
+
+    env = TransformedEnv(StatefulCountEnv(), StepCounter())
+    with pytest.raises(RuntimeError, match=r"TransformedEnv.step\(\) was called before reset"):
+        env.step(TensorDict(action=torch.ones(1)))
+    root = env.reset()
+    assert not env.base_env._awaiting_reset  # reset through the wrapper counts for the base
+    assert env.step(ones(env)(root))["next", "step_count"].item() == 1
+    base = StatefulCountEnv()
+    base.reset()
+    TransformedEnv(base).step(TensorDict(action=torch.ones(1)))  # wrapped after its reset
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8])
+def test_non_bool_reset_mask_raises_naming_the_key(dtype):
+    env = CountEnv((2,))
+    td = env.reset()
+    td.set("_reset", torch.tensor([[1], [0]], dtype=dtype))
+    with pytest.raises(TypeError, match=rf"'_reset' must be a bool tensor.*{dtype}"):
+        env.reset(td)
+
+
+def test_non_bool_nested_reset_mask_raises():
+    env = CountEnv((2,))
+    env.full_done_spec = Composite(
+        agents=Composite(
+            done=Categorical(2, shape=(2, 1), dtype=torch.bool),
+            terminated=Categorical(2, shape=(2, 1), dtype=torch.bool),
+            shape=(2,),
+        ),
+        shape=(2,),
+    )
+    td = TensorDict(agents=TensorDict(_reset=torch.ones(2, 1), batch_size=(2,)), batch_size=(2,))
+    with pytest.raises(TypeError, match=r"\('agents', '_reset'\) must be a bool tensor"):
+        env.reset(td)
+
+
+def test_non_bool_step_mask_raises():
+    env = CountEnv((2,))
+    td = ones(env)(env.reset())
+    td.set("_step", torch.tensor([1, 0]))
+    with pytest.raises(TypeError, match=r"'_step' must be a bool tensor.*int64"):
+        env.step(td)
+
+
+class NoneReadingEnv(CountEnv):
+    """Reads the action with ``get`` (None when missing), as most envs do."""
+
+    def _step(self, td):
+        self.x = self.x + td.get("action").clamp(0, 1)
+        return TensorDict(observation=self.x.clone(), reward=self.x.clone())
+
+
+def test_missing_action_read_as_none_names_the_key():
+    env = NoneReadingEnv()
+    td = env.reset()
+    with pytest.raises(KeyError, match=r"needs the action entry 'action'.*NoneType.*clamp"):
+        env.step(td)
+
+
+@pytest.mark.parametrize("seed", ["abc", 1.5, True, torch.tensor(1.0), [1]])
+def test_set_seed_of_wrong_type_raises(seed):
+    with pytest.raises(TypeError, match=r"CountEnv.set_seed\(\): expected an int or None"):
+        CountEnv().set_seed(seed)
+
+
+def test_set_seed_accepts_numpy_and_torch_integers():
+    import numpy as np
+
+    env = CountEnv()
+    assert env.set_seed(np.int64(3)) == 4
+    assert env.set_seed(torch.tensor(5)) == 6
+    assert env.set_seed(None) is None

@@ -139,3 +139,101 @@ def test_unknown_sim_field_is_named():
 
     with pytest.raises(ValueError, match=r"\['qpoz'\], which are not mujoco\.MjData fields"):
         Typo("<mujoco><worldbody><geom size='1'/></worldbody></mujoco>")
+
+
+def _cheetah(**kw):
+    return HalfCheetahEnv(num_envs=2, seed=0, num_threads=1, **kw)
+
+
+def test_step_before_reset_raises_and_set_state_lifts_it():
+    env = _cheetah()
+    with pytest.raises(RuntimeError, match=r"HalfCheetahEnv.step\(\) was called before reset"):
+        env.step(TensorDict(action=torch.zeros(2, 6), batch_size=[2]))
+    donor = _cheetah()
+    root = donor.reset()
+    env.set_state(donor.get_state())
+    env.step(root.set("action", torch.zeros(2, 6)))
+
+
+@pytest.mark.parametrize("name", ["qpos", "qvel"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_reset_with_non_finite_start_state_raises_naming_the_argument(name, bad):
+    env = _cheetah()
+    value = torch.zeros(2, 9)
+    value[1, 0] = bad
+    with pytest.raises(ValueError, match=rf"reset\({name}=...\): expected finite.*rows \[1\]"):
+        env.reset(**{name: value})
+
+
+def test_reset_with_unknown_keyword_raises():
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['qpso'\]"):
+        _cheetah().reset(qpso=torch.zeros(2, 9))
+
+
+def test_reset_with_non_numeric_start_state_raises():
+    with pytest.raises(TypeError, match=r"reset\(qpos=...\): expected a float array"):
+        _cheetah().reset(qpos="zeros")
+
+
+def test_mj_warning_indices_are_the_ones_the_backend_reads():
+    import mujoco
+
+    from rl_envs.mujoco import _backend_mujoco as b
+
+    w = mujoco.mjtWarning
+    assert (
+        int(w.mjWARN_BADQPOS),
+        int(w.mjWARN_BADQVEL),
+        int(w.mjWARN_BADQACC),
+    ) == (b._BADQPOS, b._BADQVEL, b._BADQACC)
+
+
+def test_diverged_simulation_raises_and_requires_a_reset():
+    env = _cheetah()
+    qvel = torch.zeros(2, 9)
+    qvel[1] = 1e12  # finite but beyond mjMAXVAL: MuJoCo resets the data in mj_step
+    td = env.reset(qvel=qvel)
+    with pytest.raises(RuntimeError, match=r"env rows \[1\] diverged.*on_unstable='terminate'"):
+        env.step(td.set("action", torch.zeros(2, 6)))
+    with pytest.raises(RuntimeError, match=r"before reset"):
+        env.step(td)
+    td = env.reset()
+    env.step(td.set("action", torch.zeros(2, 6)))  # a reset clears the counters
+
+
+def test_diverged_simulation_terminates_its_episode_when_asked():
+    env = _cheetah(on_unstable="terminate")
+    qvel = torch.zeros(2, 9)
+    qvel[0] = 1e12
+    td = env.reset(qvel=qvel)
+    with pytest.warns(UserWarning, match=r"env rows \[0\] diverged.*terminated=True"):
+        td = env.step(td.set("action", torch.zeros(2, 6)))
+    assert td["next", "terminated"].flatten().tolist() == [True, False]
+    assert td["next", "done"].flatten().tolist() == [True, False]
+
+
+def test_on_unstable_must_be_known():
+    with pytest.raises(ValueError, match=r"on_unstable='ignore': expected one of"):
+        _cheetah(on_unstable="ignore")
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")  # EnvBase's probe, first
+def test_huge_finite_action_raises_instead_of_an_infinite_reward():
+    env = _cheetah()
+    td = env.reset()
+    before = env.get_state()
+    action = torch.zeros(2, 6)
+    action[0, 0] = 1e30
+    with pytest.raises(ValueError, match=r"magnitude above 1e\+10.*rows \[0\].*unchanged"):
+        env.step(td.set("action", action))
+    np.testing.assert_array_equal(
+        env.get_state()["physics"]["physics"], before["physics"]["physics"]
+    )
+
+
+def test_out_of_spec_finite_action_is_clipped_by_mujoco_and_warned_once():
+    env = _cheetah()
+    td = env.reset()
+    with pytest.warns(UserWarning, match=r"outside its spec"):
+        td = env.step(td.set("action", torch.full((2, 6), 5.0)))
+    assert torch.isfinite(td["next", "reward"]).all()

@@ -164,3 +164,37 @@ def test_fast_rollout_equals_generic_loop(batch_size, break_when_any_done):
     for key in ("th", "thdot", "t"):
         assert torch.equal(states[0][key], states[1][key]), key
     assert a["next", "done"].any()
+
+
+def test_step_before_reset_raises():
+    with pytest.raises(RuntimeError, match=r"PendulumEnv.step\(\) was called before reset"):
+        PendulumEnv().step(TensorDict(action=torch.zeros(1)))
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")  # EnvBase's probe, first
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_action_raises_and_leaves_the_state(bad):
+    env = PendulumEnv(batch_size=[2])
+    td = env.reset()
+    state = env.get_state()
+    with pytest.raises(ValueError, match=r"PendulumEnv: expected a finite action"):
+        env.step(td.set("action", torch.tensor([[0.0], [bad]])))
+    assert torch.equal(env.get_state()["th"], state["th"])
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")
+def test_huge_finite_action_is_clamped_as_in_gymnasium():
+    env = PendulumEnv()
+    td = env.reset(TensorDict(th=torch.zeros(1), thdot=torch.zeros(1)))
+    huge = env.step(td.clone().set("action", torch.full((1,), 1e30)))
+    env.reset(TensorDict(th=torch.zeros(1), thdot=torch.zeros(1)))
+    top = env.step(td.clone().set("action", torch.full((1,), env.max_torque)))
+    assert torch.equal(huge["next", "observation"], top["next", "observation"])
+
+
+@pytest.mark.parametrize("key", ["th", "thdot"])
+def test_reset_with_non_finite_start_state_raises(key):
+    td = TensorDict(th=torch.zeros(1), thdot=torch.zeros(1))
+    td[key] = torch.full((1,), float("nan"))
+    with pytest.raises(ValueError, match=rf"the input's '{key}' must be finite"):
+        PendulumEnv().reset(td)

@@ -13,6 +13,7 @@ and how to fix it. They are split in two tiers, see ``env_base``'s docstring:
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -96,14 +97,69 @@ def _same_cpu(a: torch.device, b: Any) -> bool:
     return a.type == "cpu" and getattr(b, "type", None) == "cpu"
 
 
-def missing_action_error(td: TensorDictBase, key: NestedKey, action_spec: Any) -> KeyError:
-    """The error of an ``env.step`` whose ``_step`` read the action ``key`` it lacks."""
+def missing_action_error(
+    td: TensorDictBase, key: NestedKey, action_spec: Any, cause: BaseException | None = None
+) -> KeyError:
+    """The error of an ``env.step`` whose ``_step`` failed without the action ``key``."""
     spec = action_spec[key]
+    raised = f" (the env raised {type(cause).__name__}: {cause})" if cause is not None else ""
     return KeyError(
         f"env.step() needs the action entry {_fmt(key)} but the input TensorDict has "
-        f"only {sorted(map(str, td.keys(True, True)))}. Expected a tensor of shape "
+        f"only {sorted(map(str, td.keys(True, True)))}{raised}. Expected a tensor of shape "
         f"{tuple(spec.shape)} and dtype {spec.dtype}: write it with a policy, "
         f"`td[{_fmt(key)}] = env.action_spec.rand()` or use env.rand_step(td)."
+    )
+
+
+def not_reset_error(env: Any, method: str) -> RuntimeError:
+    """The error of stepping an env (``requires_reset``) before its first reset."""
+    return RuntimeError(
+        f"{type(env).__name__}.{method}() was called before reset(): expected `td = "
+        f"env.reset()` (or env.set_state(state)) before the first step, and after a step "
+        "that failed half-way; got a step on an env whose state is not the start of an "
+        "episode. Call `td = env.reset()` and step from td."
+    )
+
+
+def check_bool_mask(mask: Any, key: NestedKey, method: str) -> None:
+    """Raises unless ``mask`` (a ``"_reset"`` / ``"_step"`` entry) is ``None`` or bool.
+
+    Raises:
+        TypeError: a tensor of another dtype (an int or float mask would select rows by
+            value, or be rejected deep inside the env).
+    """
+    if mask is None or getattr(mask, "dtype", None) is torch.bool:
+        return
+    what = f"a tensor of dtype {mask.dtype}" if hasattr(mask, "dtype") else type(mask).__name__
+    raise TypeError(
+        f"env.{method}(): the mask {_fmt(key)} must be a bool tensor (True where to "
+        f"{method}), got {what}. Build it with a comparison (e.g. `td['done'].clone()`) "
+        "or cast it: `mask.bool()`."
+    )
+
+
+def check_seed(seed: Any, env_name: str) -> int | None:
+    """``seed`` as an int (or ``None``); raises a ``TypeError`` otherwise.
+
+    NumPy and 0-d torch integers are accepted; bools, floats and strings are not (a float
+    seed would be truncated, a string hashed differently by each RNG).
+    """
+    if seed is None:
+        return None
+    integer_tensor = (
+        isinstance(seed, torch.Tensor)
+        and seed.ndim == 0
+        and not seed.is_floating_point()
+        and seed.dtype != torch.bool
+    )
+    if integer_tensor or not isinstance(seed, (bool, torch.Tensor)):
+        try:
+            return operator.index(seed)
+        except TypeError:
+            pass
+    raise TypeError(
+        f"{env_name}.set_seed(): expected an int or None, got {seed!r} of type "
+        f"{type(seed).__name__}. Pass an integer seed, e.g. env.set_seed(0)."
     )
 
 

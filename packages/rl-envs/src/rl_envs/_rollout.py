@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rl_envs._checks import check_action_in_spec, warn_once_if_out_of_spec
+from rl_envs._checks import check_action_in_spec, not_reset_error, warn_once_if_out_of_spec
 from rl_envs.done import any_done, batch_done, terminated_or_truncated
 from rl_envs.rollout_backend import choose_backend
 from rl_envs.utils import step_mdp
@@ -113,6 +113,8 @@ def _start(env: EnvBase, auto_reset: bool, tensordict: TensorDictBase | None) ->
             "rollout(auto_reset=False) needs the start: pass tensordict=<the current root>, "
             "e.g. the last step of a previous rollout passed through step_mdp."
         )
+    if env._awaiting_reset:  # a backend may not go through env._check_step_input
+        raise not_reset_error(env, "rollout(auto_reset=False)")
     if any_done(tensordict, env.full_done_spec):
         # TorchRL's maybe_reset: finished entries are reset before the first step.
         tensordict = tensordict.clone(False)

@@ -82,10 +82,29 @@ Input checking (the documented choice for the hot path):
 * ``step()`` always checks, at the cost of attribute comparisons, that every
   action present has the spec's shape and device, and that the
   input's root ``"done"`` is not ``True`` (stepping a finished episode without
-  a reset). Errors name the key, what was expected, what came and the fix.
+  a reset: refused, where TorchRL lets the env decide). Errors name the key, what
+  was expected, what came and the fix.
+* Stepping before the first reset: an env class whose state lives inside the env
+  (a simulator, counters) sets ``requires_reset = True``; ``step()``,
+  ``step_and_maybe_reset()`` and ``rollout(auto_reset=False)`` then raise a
+  ``RuntimeError`` until ``reset()`` or ``set_state()`` has run (one bool read on the
+  hot path). ``EnvBase`` defaults to ``False`` (TorchRL's behaviour): a stateless env,
+  whose state travels in the TensorDict (a model-based env, TorchRL's stateless
+  pendulum), may be stepped from any root. An env whose ``step`` failed half-way
+  (e.g. a diverged simulation) sets it again (:meth:`EnvBase.require_reset`).
+* Masks are bool: a ``"_reset"`` (``reset``) or ``"_step"`` (``step``) entry of
+  another dtype raises a ``TypeError`` naming the key (an int or float mask would
+  select rows by value, not by truth).
 * A missing action is not an error by itself (TorchRL's behaviour: an env whose
-  ``_step`` ignores the action steps without one); a ``_step`` that reads it raises a
-  ``KeyError`` naming the key and the fix (at once with ``validate_actions=True``).
+  ``_step`` ignores the action steps without one); a ``_step`` that fails without it
+  (a ``KeyError``, or an ``AttributeError`` on ``None``...) raises a ``KeyError``
+  naming the key, the fix and the original error (at once with ``validate_actions=True``).
+* NaN / inf actions are never valid (no spec holds them and no env can clip them):
+  the envs of this package refuse them where they read the action (MuJoCo, Gymnasium,
+  PettingZoo, VMAS, ``PendulumEnv``), naming the key; huge finite out-of-spec actions
+  follow the out-of-spec policy below (the env clips them), except where the
+  simulator itself would discard them (MuJoCo's ``mjMAXVAL``, see ``MujocoEnv``).
+* ``set_seed`` takes ``None`` or an int; anything else raises a ``TypeError``.
 * An action of another dtype than its spec's goes to the env as it is (TorchRL's
   behaviour: e.g. a float ``1.0`` for an integer counter, which the env casts).
 * Out-of-spec actions are passed to the env as they are by default (TorchRL's
@@ -167,6 +186,13 @@ class EnvBase(EnvSpecs, torch.nn.Module):
     _out_of_spec_warned: bool = False  # set per instance once it warned (validation off)
     _first_action_probed: bool = False  # step() probes only the first action it gets
 
+    requires_reset: bool = False
+    """Whether ``step`` is refused until ``reset()`` or ``set_state()`` has run (see the
+    module docstring). ``True`` for envs whose state lives inside them (simulators);
+    ``False`` (TorchRL's behaviour) for stateless envs stepped from any root."""
+
+    _awaiting_reset: bool = False  # per instance: requires_reset and not reset yet
+
     post_step_mdp_hooks: _PostStepMdpHook | None = None
     """Called as ``hooks(td, next_root) -> (td, next_root)`` after ``step_mdp`` in
     ``step_and_maybe_reset`` and on every ``rollout`` step (``next_root`` is ``None``
@@ -246,6 +272,7 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         self._device = torch.device(device) if device is not None else torch.device("cpu")
         self._batch_size = torch.Size(batch_size) if batch_size is not None else torch.Size(())
         self.validate_actions = validate_actions
+        self._awaiting_reset = self.requires_reset
         b = self._batch_size
         self._full_observation_spec = Composite(shape=b, device=self._device)
         self._full_action_spec = Composite(shape=b, device=self._device)
@@ -350,8 +377,13 @@ class EnvBase(EnvSpecs, torch.nn.Module):
             mask = tensordict.get("_reset", None)
             if mask is None:  # nested done groups: ("agents", "_reset"), ...
                 reset_keys = self.reset_keys
+                for key in reset_keys:
+                    _checks.check_bool_mask(tensordict.get(key, None), key, "reset")
                 mask = batch_reset_mask(tensordict, reset_keys, len(self._batch_size))
+            else:
+                _checks.check_bool_mask(mask, "_reset", "reset")
         out = self._reset(tensordict, **kwargs)
+        self._awaiting_reset = False
         batch = self._batch_size
         if not self._batch_locked and tensordict is not None and not batch:
             batch = tensordict.batch_size  # a batch-unlocked env resets the input's batch
@@ -409,8 +441,19 @@ class EnvBase(EnvSpecs, torch.nn.Module):
         if missing:
             return self._step_without_actions(tensordict, missing)
         if "_step" in tensordict.keys():  # noqa: SIM118 (a partial step; cheaper than get)
-            return self._partial_step(tensordict, tensordict.get("_step"))
+            mask = tensordict.get("_step")
+            _checks.check_bool_mask(mask, "_step", "step")
+            return self._partial_step(tensordict, mask)
         return self._step_unchecked(tensordict)
+
+    def require_reset(self) -> None:
+        """Refuses further steps until the next ``reset()`` / ``set_state()``.
+
+        For envs whose ``step`` failed half-way (e.g. MuJoCo after a diverged
+        simulation): the caller's root no longer matches the env's state. Only envs
+        with ``requires_reset = True`` check it.
+        """
+        self._awaiting_reset = True
 
     def _step_without_actions(
         self, tensordict: TensorDictBase, missing: list[Any]
@@ -427,6 +470,14 @@ class EnvBase(EnvSpecs, torch.nn.Module):
                         tensordict, key, self._full_action_spec
                     ) from exc
             raise
+        except (AttributeError, TypeError) as exc:
+            # ``tensordict.get(key)`` gives None for a missing key: the env then fails on
+            # None (``'NoneType' object has no attribute ...``), far from the cause
+            if "NoneType" not in str(exc):
+                raise
+            raise _checks.missing_action_error(
+                tensordict, missing[0], self._full_action_spec, exc
+            ) from exc
 
     def _partial_step(self, tensordict: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
         """``step`` of an input holding a ``"_step"`` mask (see "Partial steps")."""
@@ -469,6 +520,8 @@ class EnvBase(EnvSpecs, torch.nn.Module):
 
     def _check_step_input(self, tensordict: TensorDictBase) -> list[Any]:
         """Checks the input of ``step``; returns the action keys it lacks (usually none)."""
+        if self._awaiting_reset:
+            raise _checks.not_reset_error(self, "step")
         spec = self._full_action_spec
         if tensordict.batch_size != self._batch_size:
             self._check_unlocked_batch(tensordict.batch_size, "step")
@@ -585,7 +638,11 @@ class EnvBase(EnvSpecs, torch.nn.Module):
 
         Returns:
             The seed to give the next env (``seed + 1`` unless ``static_seed``).
+
+        Raises:
+            TypeError: ``seed`` is neither ``None`` nor an int.
         """
+        seed = _checks.check_seed(seed, type(self).__name__)
         self._set_seed(seed)
         if seed is None or static_seed:
             return seed

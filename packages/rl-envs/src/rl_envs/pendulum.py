@@ -68,6 +68,7 @@ class PendulumEnv(EnvBase):
     dt = 0.05
     m = 1.0
     length = 1.0
+    requires_reset = True
 
     def __init__(
         self,
@@ -116,6 +117,13 @@ class PendulumEnv(EnvBase):
         if tensordict is not None:
             th, thdot = tensordict.get("th", None), tensordict.get("thdot", None)
             mask = tensordict.get("_reset", None)
+        for name, value in (("th", th), ("thdot", thdot)):
+            if value is not None and not bool(torch.isfinite(value).all()):
+                raise ValueError(
+                    f"PendulumEnv.reset(): the input's {name!r} must be finite, got "
+                    f"{value.flatten()[:6].tolist()}. Pass finite start angles / velocities, "
+                    f"or leave {name!r} out for Gymnasium's random initial state."
+                )
         if th is None or thdot is None:
             th0, thdot0 = self._draw_initial()
             th = th0 if th is None else th
@@ -148,9 +156,17 @@ class PendulumEnv(EnvBase):
         return th + newthdot * self.dt, newthdot, costs.neg_().to(torch.float32).unsqueeze(-1)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        self._th, self._thdot, reward = self._dynamics(
-            self._th, self._thdot, tensordict.get("action")
-        )
+        action = tensordict.get("action")
+        # clamp() keeps NaN and the state would stay NaN from here on: refuse it (one
+        # reduction; huge finite torques are clamped, as in Gymnasium)
+        if not bool(torch.isfinite(action).all()):
+            raise ValueError(
+                "PendulumEnv: expected a finite action (a torque, clamped to "
+                f"[-{self.max_torque}, {self.max_torque}]), got NaN or inf: "
+                f"{action.flatten()[:6].tolist()}. The env was not stepped. Check the "
+                "policy's output (e.g. a diverged network)."
+            )
+        self._th, self._thdot, reward = self._dynamics(self._th, self._thdot, action)
         self._t = self._t + 1
         truncated = (self._t >= self.max_episode_steps).unsqueeze(-1)
         return TensorDict(
@@ -196,6 +212,7 @@ class PendulumEnv(EnvBase):
         self._thdot = state["thdot"].to(device=d, dtype=torch.float64).clone()
         self._t = state["t"].to(device=d, dtype=torch.int64).clone()
         self._generator.set_state(state["generator"])
+        self._awaiting_reset = False
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:

@@ -180,6 +180,9 @@ class TransformedEnv(EnvBase):
             ),
         )
         self.base_env = base_env
+        # a base env that refuses steps before a reset makes this env refuse them too (until
+        # either is reset: the base env may be wrapped after its first reset)
+        self._awaiting_reset = base_env._awaiting_reset
         # a batch-unlocked base env makes the TransformedEnv unlocked too (EnvBase reads it)
         self.__dict__["_batch_locked"] = bool(getattr(base_env, "batch_locked", True))
         self.cache_specs = cache_specs
@@ -333,6 +336,7 @@ class TransformedEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None, **kwargs: Any) -> TensorDictBase:
         inner_in = self.transform._reset_env_preprocess(tensordict)
         out = self.base_env._reset(inner_in, **kwargs)
+        self.base_env._awaiting_reset = False
         self.base_env._fill_missing_done(out, reset=True)
         base_root = out.clone(False) if tensordict is None else None
         if tensordict is None:
@@ -431,6 +435,7 @@ class TransformedEnv(EnvBase):
         """Restores a :meth:`get_state` result into this env (same transform stack)."""
         self.base_env.set_state(state["base_env"])
         self.transform.load_state_dict(state["transform"])
+        self._awaiting_reset = False
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes the base env (``raise_if_closed`` is passed on where it accepts it)."""

@@ -43,6 +43,8 @@ class MJXBackend:
     """
 
     name = "mjx"
+    unstable: np.ndarray | None = None
+    """After a step: bool ``[N]``, the rows whose state went non-finite; ``None`` if none."""
 
     def __init__(self, model: Any, num_envs: int, fields: tuple[str, ...]) -> None:
         what = 'MujocoEnv(backend="mjx")'
@@ -88,6 +90,11 @@ class MJXBackend:
         jnp = self._jnp
         self._batch, out = self._step(self._batch, jnp.asarray(ctrl, self._dtype), int(frame_skip))
         self._out = {f: np.asarray(v, dtype=np.float64) for f, v in out.items()}
+        # MJX does not reset a diverged simulator (MuJoCo does): its state goes non-finite
+        bad = np.zeros(self.num_envs, dtype=bool)
+        for v in self._out.values():
+            bad |= ~np.isfinite(v.reshape(self.num_envs, -1)).all(1)
+        self.unstable = bad if bad.any() else None
 
     def reset(self, rows: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Resets ``rows`` to ``(qpos, qvel)`` (fresh data, then ``mjx.forward``)."""

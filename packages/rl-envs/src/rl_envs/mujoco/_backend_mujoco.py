@@ -19,6 +19,8 @@ __all__ = ["MujocoBackend", "default_num_threads"]
 
 # Fields computed by mj_rnePostConstraint (gymnasium calls it after every step).
 POST_CONSTRAINT_FIELDS = frozenset({"cacc", "cfrc_int", "cfrc_ext"})
+# mjtWarning indices of a diverged state (fixed by MuJoCo's ABI; checked in the tests)
+_BADQPOS, _BADQVEL, _BADQACC = 3, 4, 5
 
 
 def default_num_threads(num_envs: int) -> int:
@@ -51,6 +53,9 @@ class MujocoBackend:
     """
 
     name = "mujoco"
+    unstable: np.ndarray | None = None
+    """After a step: bool ``[N]``, the rows MuJoCo found diverged (and reset itself) since
+    their last reset; ``None`` if none (see ``MujocoEnv``)."""
 
     def __init__(
         self, model: Any, num_envs: int, fields: tuple[str, ...], num_threads: int = 1
@@ -82,6 +87,10 @@ class MujocoBackend:
         self._state_size = self._mujoco.mj_stateSize(model, self._spec)
         self._out = self._new_out()
         self._read_rows(range(num_envs), self._out)
+        # views of each data's warning counters: mj_step counts a diverged state there (and
+        # resets the data); mj_resetData (our reset) zeroes them
+        self._warnings = [d.warning.number for d in self.datas]
+        self._bad_rows: list[int] = []
 
     # --------------------------------------------------------------- stepping
     def _new_out(self) -> dict[str, np.ndarray]:
@@ -97,13 +106,16 @@ class MujocoBackend:
     def _step_rows(self, rows: list[int]) -> None:
         mj, model, datas, ctrl, out = self._mujoco, self.model, self.datas, self._ctrl, self._out
         nstep, post = self._frame_skip, self.post_constraint
-        fields = self.fields
+        fields, warns = self.fields, self._warnings
         for i in rows:
             d = datas[i]
             d.ctrl[:] = ctrl[i]
             mj.mj_step(model, d, nstep)
             if post:
                 mj.mj_rnePostConstraint(model, d)
+            w = warns[i]
+            if w[_BADQPOS] or w[_BADQVEL] or w[_BADQACC]:
+                self._bad_rows.append(i)  # list.append is atomic: safe from the pool threads
             for f in fields:
                 out[f][i] = getattr(d, f)
 
@@ -112,13 +124,21 @@ class MujocoBackend:
         self._ctrl = ctrl
         self._frame_skip = frame_skip
         self._out = self._new_out()
+        self._bad_rows = []
         if len(self._chunks) == 1:
             self._step_rows(self._chunks[0])
-            return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="rl-envs-mujoco")
-        for future in [self._pool.submit(self._step_rows, c) for c in self._chunks]:
-            future.result()
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.num_threads, thread_name_prefix="rl-envs-mujoco"
+                )
+            for future in [self._pool.submit(self._step_rows, c) for c in self._chunks]:
+                future.result()
+        if self._bad_rows:
+            self.unstable = np.zeros(self.num_envs, dtype=bool)
+            self.unstable[self._bad_rows] = True
+        else:
+            self.unstable = None
 
     def reset(self, rows: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Resets ``rows`` to ``(qpos, qvel)`` (``[len(rows), nq]``, ``[len(rows), nv]``).

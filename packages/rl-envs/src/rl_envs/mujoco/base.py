@@ -24,10 +24,29 @@ The base builds the specs from the model (action bounds from ``actuator_ctrlrang
 holds ``num_envs`` simulators for ``batch_size=[num_envs]``, repeats each action for
 ``frame_skip`` physics steps, truncates after ``max_episode_steps``, resets only the
 entries flagged by ``"_reset"``, and saves/restores its exact state.
+
+Bad input and diverged physics (never a silent wrong answer):
+
+* ``step`` before the first ``reset()`` / ``set_state()`` raises (``requires_reset``).
+* Actions holding NaN, inf or a magnitude above MuJoCo's ``mjMAXVAL`` (``1e10``) raise
+  before the physics runs: MuJoCo would zero such a ``ctrl`` (its ``mjWARN_BADCTRL``)
+  and the control cost would overflow. Finite out-of-spec actions follow
+  :class:`~rl_envs.EnvBase`'s policy (passed on, MuJoCo clips them to ``ctrlrange``,
+  a one-time warning; ``validate_actions=True`` raises).
+* ``reset(qpos=..., qvel=...)`` must be finite arrays of shape ``[num_envs, nq]`` /
+  ``[num_envs, nv]``; other keywords raise a ``TypeError``.
+* Divergence: when MuJoCo finds a NaN, inf or huge ``qpos`` / ``qvel`` / ``qacc``
+  during a step it resets that simulator to the model's default state and counts a
+  warning (``mjWARN_BADQPOS`` / ``BADQVEL`` / ``BADQACC``); the ``"mjx"`` backend
+  produces non-finite states instead. Either way, ``on_unstable="raise"`` (the
+  default) raises a ``RuntimeError`` naming the rows and requires a ``reset()``;
+  ``on_unstable="terminate"`` ends those rows' episodes (``terminated=True``) and
+  warns (``UserWarning``) naming them. The rows stay flagged until they are reset.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,6 +62,9 @@ from rl_envs.mujoco._render import PixelRenderer
 from rl_envs.specs import Bounded, Composite, Unbounded
 
 __all__ = ["MujocoEnv"]
+
+_MJ_MAXVAL = 1e10  # mjMAXVAL: MuJoCo treats larger ctrl / qpos / qvel values as bad
+_ON_UNSTABLE = ("raise", "terminate")
 
 
 class MujocoEnv(EnvBase):
@@ -71,6 +93,8 @@ class MujocoEnv(EnvBase):
         camera_id: the camera that renders ``"pixels"`` (``-1``: the free camera).
         validate_actions: see :class:`~rl_envs.EnvBase`.
         xml_path: TorchRL's name for a model given as a path (same as ``model``).
+        on_unstable: what a diverged simulation does (see the module docstring):
+            ``"raise"`` (default) or ``"terminate"`` (end the episode and warn).
 
     Example:
         >>> xml = '''<mujoco><worldbody><body><joint name="h" type="hinge"/>
@@ -89,6 +113,7 @@ class MujocoEnv(EnvBase):
     RESET_NOISE_SCALE: ClassVar[float] = 0.0
     SKIP_QPOS: ClassVar[int] = 0
     SIM_FIELDS: ClassVar[tuple[str, ...]] = ("qpos", "qvel")
+    requires_reset = True
 
     def __init__(
         self,
@@ -110,7 +135,14 @@ class MujocoEnv(EnvBase):
         camera_id: int = 0,
         validate_actions: bool = False,
         xml_path: str | Path | None = None,
+        on_unstable: str = "raise",
     ) -> None:
+        if on_unstable not in _ON_UNSTABLE:
+            raise ValueError(
+                f"on_unstable={on_unstable!r}: expected one of {_ON_UNSTABLE} ('raise' stops "
+                "at a diverged simulation, 'terminate' ends its episode and warns)."
+            )
+        self.on_unstable = on_unstable
         if model is not None and xml_path is not None:
             raise ValueError("Pass the model once: either model=... or xml_path=..., not both.")
         model = model if model is not None else xml_path
@@ -228,6 +260,12 @@ class MujocoEnv(EnvBase):
             qpos, qvel: optional ``[num_envs, nq]`` / ``[num_envs, nv]`` start states
                 (instead of the random initial state); only the reset rows are read.
         """
+        unknown = sorted(set(kwargs) - {"qpos", "qvel"})
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.reset() got unexpected keyword arguments {unknown}; "
+                "expected only qpos=[num_envs, nq] and qvel=[num_envs, nv] (start states)."
+            )
         n = self.num_envs
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is None:
@@ -253,11 +291,24 @@ class MujocoEnv(EnvBase):
             if value is None:
                 given.append(q0 if name == "qpos" else v0)
                 continue
-            arr = np.asarray(torch.as_tensor(value).detach().cpu(), dtype=np.float64)
+            try:
+                arr = np.asarray(torch.as_tensor(value).detach().cpu(), dtype=np.float64)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise TypeError(
+                    f"reset({name}=...): expected a float array of shape "
+                    f"{(self.num_envs, width)}, got {type(value).__name__} ({exc})."
+                ) from exc
             if arr.shape != (self.num_envs, width):
                 raise ValueError(
                     f"reset({name}=...) got shape {arr.shape}, expected "
                     f"{(self.num_envs, width)} (num_envs, model.n{name[1]})."
+                )
+            bad = np.flatnonzero(~np.isfinite(arr[rows]).all(1))
+            if len(bad):
+                raise ValueError(
+                    f"reset({name}=...): expected finite values, got NaN or inf in env rows "
+                    f"{rows[bad].tolist()}; nothing was reset. Pass finite start states (or "
+                    f"leave {name} out for the random initial state)."
                 )
             given.append(arr[rows])
         return given[0], given[1]
@@ -272,20 +323,18 @@ class MujocoEnv(EnvBase):
                 f"{(n, nu)} (num_envs, model.nu). Write actions from env.action_spec."
             )
         ctrl = action.detach().to("cpu", torch.float64).numpy()
-        finite = np.isfinite(ctrl)
-        if not finite.all():
-            bad = np.flatnonzero(~finite.all(1)).tolist()
-            raise ValueError(
-                f"{type(self).__name__}: the action holds NaN or inf in env rows {bad}; the "
-                "simulation was not stepped and its state is unchanged. Check the policy's "
-                "output (e.g. a diverged network) before stepping."
-            )
+        # NaN compares False: one pass catches NaN, inf and magnitudes MuJoCo would zero
+        if not (np.abs(ctrl) <= _MJ_MAXVAL).all():
+            raise self._bad_action_error(ctrl)
         prev = self._sim
         self._physics.step(ctrl, self.frame_skip)
         sim = self._sim = self._physics.read()
         self._t += 1
         reward = np.asarray(self._compute_reward(prev, ctrl, sim), dtype=self._np_dtype)
         terminated = np.asarray(self._compute_terminated(sim), dtype=bool).reshape(n, 1)
+        unstable = self._physics.unstable
+        if unstable is not None:
+            terminated = terminated | self._report_unstable(unstable).reshape(n, 1)
         truncated = (self._t >= self.max_episode_steps).reshape(n, 1)
         out = self._observations(sim)
         # NumPy first, one torch.from_numpy per entry: this is the hot path at small N
@@ -294,6 +343,47 @@ class MujocoEnv(EnvBase):
         out["truncated"] = torch.from_numpy(truncated)
         out["done"] = torch.from_numpy(terminated | truncated)
         return TensorDict(out, batch_size=(n,), device=self.device)
+
+    def _bad_action_error(self, ctrl: np.ndarray) -> ValueError:
+        non_finite = np.flatnonzero(~np.isfinite(ctrl).all(1)).tolist()
+        if non_finite:
+            bad, what = non_finite, "NaN or inf"
+        else:
+            bad = np.flatnonzero(~(np.abs(ctrl) <= _MJ_MAXVAL).all(1)).tolist()
+            what = f"a magnitude above {_MJ_MAXVAL:g} (which MuJoCo would replace by 0)"
+        spec = self.action_spec.space
+        return ValueError(
+            f"{type(self).__name__}: expected finite actions of magnitude <= {_MJ_MAXVAL:g} "
+            f"(MuJoCo's mjMAXVAL; the spec's bounds are {spec.low[0].tolist()} .. "
+            f"{spec.high[0].tolist()}), got {what} in env rows {bad} (row {bad[0]}: "
+            f"{ctrl[bad[0]].tolist()[:6]}); the simulation was not stepped and its state is "
+            "unchanged. Check the policy's output (e.g. a diverged network) or clip it: "
+            "`env.action_spec.project(action)`."
+        )
+
+    def _report_unstable(self, unstable: np.ndarray) -> np.ndarray:
+        """Raises or warns about diverged rows (``on_unstable``); returns the bool mask."""
+        rows = np.flatnonzero(unstable).tolist()
+        what = (
+            f"{type(self).__name__}: the simulation of env rows {rows} diverged (NaN, inf or "
+            "huge qpos / qvel / qacc: MuJoCo's 'simulation is unstable'; MuJoCo reset those "
+            "simulators to the model's default state, which is not the episode's state)"
+        )
+        if self.on_unstable == "raise":
+            self.require_reset()
+            raise RuntimeError(
+                f"{what}. Expected a stable simulation. Reset the env (`td = env.reset()`), "
+                "check the start states given to reset(qpos=..., qvel=...), the model's "
+                "timestep and the action scale, or build the env with on_unstable="
+                "'terminate' to end those episodes (terminated=True) and go on."
+            )
+        warnings.warn(
+            f"{what}; their episodes end here (terminated=True, on_unstable='terminate'). "
+            "Reset them before stepping them again.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return unstable
 
     def _observations(self, sim: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
@@ -342,6 +432,7 @@ class MujocoEnv(EnvBase):
         self.np_random.bit_generator.state = state["rng"]
         self._set_task_state(state.get("task", {}))
         self._sim = self._physics.read()
+        self._awaiting_reset = False
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Stops the physics threads and frees the renderer (``raise_if_closed``: TorchRL's
