@@ -1,8 +1,8 @@
 """The trusted side of :class:`rl_llm.sandbox.PythonSandbox`: builds the boundary, then runs the code.
 
 Run by the host as ``python -I -B _launcher.py`` with the configuration (and the code) as
-JSON on standard input, and a status pipe (``status_fd``) on which it reports, one JSON
-object a line: ``{"pid": ...}`` (the host PID of the process that runs the code),
+a ``marshal``-ed dict on standard input, and a status pipe (``status_fd``) on which it
+reports, one length-prefixed ``marshal``-ed dict a message: ``{"pid": ...}`` (the host PID of the process that runs the code),
 ``{"isolation": ..., "why": ...}`` (the layers in force) and ``{"exit": ...}`` (its wait
 status), or ``{"error": ...}``. Three processes, none of which runs untrusted code before
 every layer is in place:
@@ -25,13 +25,11 @@ every layer is in place:
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import resource
 import signal
 import sys
-import sysconfig
-import traceback
 import types
 from collections.abc import Callable
 from ctypes import CDLL
@@ -66,23 +64,23 @@ _JAIL_FLAGS = (
 
 
 class _Status:
-    """Reports to the host, one JSON object a line."""
+    """Reports to the host: each message a dict, ``marshal``-ed, after its 4-byte length."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
     def send(self, **message: object) -> None:
-        os.write(self.fd, (json.dumps(message) + "\n").encode())
+        data = marshal.dumps(message)
+        os.write(self.fd, len(data).to_bytes(4, "little") + data)
 
 
 def _python_paths(extra: list[str]) -> list[str]:
-    """The host directories the code may read: the interpreter's and ``extra``."""
-    names = ("stdlib", "platstdlib", "purelib", "platlib")
-    paths = {sysconfig.get_path(name) for name in names}
-    paths |= {os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(sys.executable)}
-    paths |= set(extra)
-    found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)} | set(paths))
-    return [p for p in found if os.path.isdir(p)]
+    """The host directories the code may read: the interpreter's (its ``sys.path`` and
+    its executable's directory) and ``extra``."""
+    paths = {*sys.path, os.path.dirname(sys.executable), *extra}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    found = {os.path.realpath(p) for p in paths if p} | {p for p in paths if p}
+    return sorted(p for p in found if os.path.isdir(p))
 
 
 def _covered(path: str, parents: list[str]) -> bool:
@@ -249,6 +247,8 @@ def _run_code(
         raise
     except BaseException as error:
         try:
+            import traceback
+
             traceback.print_exception(type(error), error, error.__traceback__.tb_next)
             sys.stdout.flush()
             sys.stderr.flush()
@@ -306,7 +306,7 @@ def _jail(
 
 
 def main() -> None:
-    config = json.loads(sys.stdin.buffer.read())
+    config = marshal.loads(sys.stdin.buffer.read())
     code = config.pop("code")
     status = _Status(config["status_fd"])
     layers: dict[str, bool] = {}

@@ -7,9 +7,7 @@ capabilities (``capset``). Each wrapper raises ``OSError`` with the failing call
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-import platform
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -64,7 +62,7 @@ _KEPT_FLAGS = (
 )
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # the C library the interpreter already uses
 _libc.mount.argtypes = [
     ctypes.c_char_p,
     ctypes.c_char_p,
@@ -138,9 +136,10 @@ def umount(target: str, flags: int = 0) -> None:
 
 def pivot_root(new_root: str, put_old: str) -> None:
     """``pivot_root(2)`` (glibc has no wrapper: a raw system call)."""
-    number = _PIVOT_ROOT.get(platform.machine())
+    machine = os.uname().machine
+    number = _PIVOT_ROOT.get(machine)
     if number is None:
-        raise OSError(0, f"pivot_root: unknown system call number on {platform.machine()}")
+        raise OSError(0, f"pivot_root: unknown system call number on {machine}")
     _check(_libc.syscall(number, _b(new_root), _b(put_old)), f"pivot_root({new_root!r})")
 
 

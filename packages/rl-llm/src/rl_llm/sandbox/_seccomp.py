@@ -10,7 +10,6 @@ the C library falls back to ``clone``, whose flags a filter can read.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 
 if __package__:
@@ -74,16 +73,17 @@ def library() -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
     except OSError:
-        lib = None
-    name = None if lib is not None else ctypes.util.find_library("seccomp")
-    try:
-        lib = lib or ctypes.CDLL(name or "libseccomp.so.2", use_errno=True)
-    except OSError as error:
-        raise SeccompError(
-            0,
-            f"libseccomp is not installed ({error}); install it (Debian/Ubuntu: "
-            "'apt-get install libseccomp2', Fedora: 'dnf install libseccomp')",
-        ) from error
+        from ctypes import util  # slow (it may run ldconfig): only where the usual name fails
+
+        name = util.find_library("seccomp")
+        try:
+            lib = ctypes.CDLL(name or "libseccomp.so.2", use_errno=True)
+        except OSError as error:
+            raise SeccompError(
+                0,
+                f"libseccomp is not installed ({error}); install it (Debian/Ubuntu: "
+                "'apt-get install libseccomp2', Fedora: 'dnf install libseccomp')",
+            ) from error
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.restype = ctypes.c_int

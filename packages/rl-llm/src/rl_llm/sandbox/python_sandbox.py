@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
+import marshal
 import os
 import select
 import shutil
@@ -235,6 +235,8 @@ class PythonSandbox:
             finally:
                 shutil.rmtree(root, ignore_errors=True)
         outcome = _PROBES[key]
+        if outcome.error is not None and not outcome.isolation:
+            raise SandboxUnavailableError(f"PythonSandbox could not start: {outcome.error}")
         missing = [name for name in self.require if not outcome.isolation.get(name)]
         if missing:
             raise SandboxUnavailableError(_unavailable_message(missing, outcome.why))
@@ -303,7 +305,7 @@ class PythonSandbox:
                 os.close(status_write)
             launched = _Launched()
             try:
-                process.stdin.write(json.dumps(config).encode())
+                process.stdin.write(marshal.dumps(config))
                 process.stdin.close()
                 launched.read(status, deadline, self.timeout)
             except OSError as error:  # the launcher died before reading its configuration
@@ -358,7 +360,7 @@ class _Launched:
     runner: int | None = None  # a pidfd of the runner (PID 1 of the sandbox's namespace)
 
     def read(self, status: Any, deadline: float, timeout: float) -> None:
-        """Reads status lines until the runner's exit, an error, or the deadline."""
+        """Reads status messages until the runner's exit, an error, or the deadline."""
         buffer = b""
         started = None
         while True:
@@ -377,9 +379,9 @@ class _Launched:
                     self.returncode = -signal.SIGKILL
                 return
             buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                message = json.loads(line)
+            while len(buffer) >= 4 and len(buffer) >= 4 + int.from_bytes(buffer[:4], "little"):
+                size = int.from_bytes(buffer[:4], "little")
+                message, buffer = marshal.loads(buffer[4 : 4 + size]), buffer[4 + size :]
                 if "pid" in message:
                     self._watch(message["pid"])
                 if "isolation" in message:
