@@ -455,3 +455,41 @@ def test_register_gym_spec_conversion_for_custom_spaces():
     assert parent.observation_spec["observation"].space.high.max().item() == 5.0
     with pytest.raises(TypeError, match="register_gym_spec_conversion"):
         GymWrapper(Env(Unknown()))
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")  # EnvBase's probe, first
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_box_action_raises_before_the_gym_env_steps(bad):
+    env = GymEnv("Pendulum-v1")
+    td = env.reset()
+    state = np.array(env._env.unwrapped.state)
+    with pytest.raises(ValueError, match=r"expected a finite action for Box.*NaN or inf"):
+        env.step(td.set("action", torch.full((1,), bad)))
+    np.testing.assert_array_equal(env._env.unwrapped.state, state)  # not stepped
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")
+def test_action_rejected_by_a_gym_assert_names_the_space():
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    td = env.reset()
+    with pytest.raises(ValueError, match=r"rejected the action 7.*action space Discrete\(2\)"):
+        env.step(td.set("action", torch.tensor(7)))
+
+
+def test_gym_env_raising_in_step_propagates_with_the_env_named():
+    class Boom(gym.Env):
+        observation_space = gym.spaces.Box(-1.0, 1.0, (2,))
+        action_space = gym.spaces.Box(-1.0, 1.0, (1,))
+
+        def reset(self, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            raise RuntimeError("physics exploded")
+
+    env = GymWrapper(Boom())
+    td = env.reset()
+    with pytest.raises(RuntimeError, match="physics exploded") as info:
+        env.step(env.rand_action(td))
+    if sys.version_info >= (3, 11):
+        assert "GymWrapper" in "".join(info.value.__notes__)

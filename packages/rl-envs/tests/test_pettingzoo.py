@@ -372,3 +372,72 @@ def test_get_set_state_resume_is_bit_identical(which):
 def test_set_state_from_other_agents_is_refused():
     with pytest.raises(ValueError, match="this one has"):
         _spread().set_state(_ttt().get_state())
+
+
+# ------------------------------------------------------------------ input validation
+class Blind(Leaving):
+    """Leaving, but agent walker_1's observation goes missing at the first step."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        obs.pop("walker_1", None)
+        return obs, rew, term, trunc, infos
+
+
+class Spawning(Leaving):
+    """Leaving, but an agent missing from possible_agents shows up at the first step."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        obs["stranger_9"] = np.zeros(2, np.float32)
+        rew["stranger_9"] = 1.0
+        return obs, rew, term, trunc, infos
+
+
+def _leaving_root(env_cls, **kw):
+    env = PettingZooWrapper(env_cls(ends=(5, 5, 5)), use_mask=True, **kw)
+    return env, env.reset()
+
+
+def test_live_agent_without_observation_raises_naming_it():
+    env, td = _leaving_root(Blind)
+    with pytest.raises(ValueError, match=r"agents \['walker_1'\] are live.*no observation"):
+        env.step(env.rand_action(td))
+
+
+def test_agent_outside_possible_agents_raises_naming_it():
+    env, td = _leaving_root(Spawning)
+    with pytest.raises(ValueError, match=r"\['stranger_9'\] that are not in possible_agents"):
+        env.step(env.rand_action(td))
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")  # EnvBase's probe, first
+@pytest.mark.parametrize("bad", [7, -1, 0.7])
+def test_out_of_space_discrete_action_is_refused_naming_agent_and_space(bad):
+    env, td = _leaving_root(Leaving)
+    group = next(iter(env.group_map))
+    action = torch.zeros(env.full_action_spec[group, "action"].shape, dtype=torch.float64)
+    action[1] = bad
+    td.set((group, "action"), action)
+    with pytest.raises(ValueError, match=r"agent 'walker_1'.*Discrete\(3\).*integer indices"):
+        env.step(td)
+    assert env._env.seen_actions == []  # nothing reached the PettingZoo env
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")
+def test_invalid_one_hot_action_is_refused():
+    env, td = _leaving_root(Leaving, categorical_actions=False)
+    group = next(iter(env.group_map))
+    action = torch.zeros(env.full_action_spec[group, "action"].shape, dtype=torch.int64)
+    action[:, 0] = 1
+    action[0, 1] = 1  # two ones
+    td.set((group, "action"), action)
+    with pytest.raises(ValueError, match=r"agent 'walker_0'.*exactly one 1"):
+        env.step(td)
+
+
+def test_step_before_reset_raises():
+    env = PettingZooWrapper(Leaving(ends=(5, 5, 5)), use_mask=True)
+    td = env.rand_action(env.fake_tensordict().exclude("next"))
+    with pytest.raises(RuntimeError, match=r"PettingZooWrapper.step\(\) was called before reset"):
+        env.step(td)

@@ -288,3 +288,14 @@ def test_set_state_from_another_env_is_refused():
         VmasEnv("navigation", num_envs=2, n_agents=N).set_state(state)
     with pytest.raises(ValueError, match="scenario 'navigation'"):
         VmasEnv("flocking", num_envs=B, n_agents=N).set_state(state)
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")  # EnvBase's probe, first
+def test_nan_action_raises_naming_the_agent_instead_of_a_bare_assertion():
+    env = VmasEnv("navigation", num_envs=2, n_agents=2, seed=0)
+    td = env.rand_action(env.reset())
+    action = td.get(("agents", "action")).clone()
+    action[1, 1, 0] = float("nan")
+    td.set(("agents", "action"), action)
+    with pytest.raises(ValueError, match=r"agent 'agent_1'.*NaN or inf in env rows \[1\]"):
+        env.step(td)

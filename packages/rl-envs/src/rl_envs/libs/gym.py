@@ -259,7 +259,30 @@ class GymWrapper(EnvBase):
     # ------------------------------------------------------------------ hooks
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         binding = self.binding
-        obs, reward, term, trunc, info = binding.step(binding.to_gym(tensordict))
+        action = binding.to_gym(tensordict)
+        if (
+            type(action) is np.ndarray
+            and action.dtype.kind == "f"
+            and not np.isfinite(action).all()
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: expected a finite action for {self._action_space()}, "
+                f"got NaN or inf: {action.reshape(-1)[:6].tolist()}. The env was not stepped. "
+                "Check the policy's output (e.g. a diverged network)."
+            )
+        try:
+            obs, reward, term, trunc, info = binding.step(action)
+        except AssertionError as exc:  # Gymnasium envs check their action with asserts
+            raise ValueError(
+                f"{type(self).__name__}: the Gymnasium env rejected the action {action!r} "
+                f"({exc}); expected a member of its action space {self._action_space()}. "
+                "Draw actions from env.action_spec (or env.rand_action()); a categorical "
+                "spec takes indices in [0, n)."
+            ) from exc
+        except Exception as exc:
+            if hasattr(exc, "add_note"):  # Python >= 3.11: say where it came from
+                exc.add_note(f"(raised by the Gymnasium env's step() inside {self!r})")
+            raise
         b = self.batch_size
         term = np.asarray(term, dtype=bool).reshape(*b, 1)
         trunc = np.asarray(trunc, dtype=bool).reshape(*b, 1)
@@ -275,6 +298,10 @@ class GymWrapper(EnvBase):
         entries["truncated"] = torch.from_numpy(trunc)
         entries["done"] = torch.from_numpy(term | trunc)
         return self._to_td(entries)
+
+    def _action_space(self) -> Any:
+        space = getattr(self._env, "single_action_space", None)
+        return self._env.action_space if space is None else space
 
     def _final_entries(
         self, entries: dict[Any, torch.Tensor], info: dict[str, Any], done: np.ndarray

@@ -199,6 +199,41 @@ def _decode(space: Any, value: Any, categorical: bool) -> Any:
     raise TypeError(f"PettingZooWrapper: unsupported space {space!r}.")
 
 
+def _action_problem(space: Any, value: Any, categorical: bool) -> tuple[str, str] | None:
+    """``(expected, got)`` when one agent's action tensor does not fit ``space``, else None."""
+    kind = _kind(space)
+    if kind == "Dict":
+        for k, sub in space.spaces.items():
+            problem = _action_problem(sub, value.get(k), categorical)
+            if problem is not None:
+                return f"{k!r}: {problem[0]}", problem[1]
+        return None
+    if not isinstance(value, torch.Tensor):
+        return "a tensor", type(value).__name__
+    if kind == "Box":
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return "finite values", str(value.flatten()[:6].tolist())
+        return None
+    if kind in ("Discrete", "MultiDiscrete") and categorical:
+        n = (
+            torch.tensor([int(space.n)])
+            if kind == "Discrete"
+            else torch.as_tensor(np.asarray(space.nvec).reshape(-1))
+        )
+        v = value.reshape(-1).to(torch.float64)
+        if v.numel() != n.numel():
+            return f"{n.numel()} index(es)", f"shape {tuple(value.shape)}"
+        if not bool(((v == v.round()) & (v >= 0) & (v < n)).all()):
+            return f"integer indices in [0, {n.tolist()})", str(value.flatten().tolist())
+        return None
+    if kind in ("Discrete", "MultiDiscrete", "MultiBinary"):  # one-hot / binary vectors
+        if not bool(((value == 0) | (value == 1)).all()):
+            return "0/1 entries (one-hot)", str(value.flatten()[:12].tolist())
+        if kind == "Discrete" and int(value.sum()) != 1:
+            return "exactly one 1 (one-hot)", str(value.flatten()[:12].tolist())
+    return None
+
+
 def _without_mask(space: Any) -> Any:
     """``space`` without its ``"action_mask"`` entry (a Dict observation of a classic game)."""
     if _kind(space) == "Dict" and "action_mask" in space.spaces:
@@ -250,6 +285,7 @@ class PettingZooWrapper(EnvBase):
 
     git_url = "https://github.com/Farama-Foundation/PettingZoo"
     libname = "pettingzoo"
+    requires_reset = True
 
     def __init__(
         self,
@@ -453,6 +489,7 @@ class PettingZooWrapper(EnvBase):
     ) -> TensorDictBase:
         d, out = self.device, {}
         acting = self._acting()
+        self._check_agents(obs, rewards, acting)
         for group, members in self.group_map.items():
             spec = self.full_observation_spec[group]
             td = spec.zero()
@@ -520,6 +557,28 @@ class PettingZooWrapper(EnvBase):
             root.set("state", torch.as_tensor(np.asarray(self._env.state())).to(d))
         return root
 
+    def _check_agents(
+        self, obs: dict[str, Any], rewards: dict[str, Any] | None, acting: set[str]
+    ) -> None:
+        """Raises on agents the specs do not know and on live agents without observation."""
+        known = set(self.possible_agents)
+        unknown = sorted(str(a) for a in {*obs, *(rewards or {}), *acting} if a not in known)
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}: the PettingZoo env reported agents {unknown} that "
+                f"are not in possible_agents {self.possible_agents}; their data would be "
+                "dropped. Expected only agents declared in env.possible_agents (the specs "
+                "are built from them): declare every agent the env may spawn there."
+            )
+        blind = sorted(a for a in acting if a not in obs)
+        if blind:
+            raise ValueError(
+                f"{type(self).__name__}: agents {blind} are live (in env.agents) but the "
+                f"PettingZoo env returned no observation for them (observations for "
+                f"{sorted(obs)}). Expected an observation for every live agent; fix the env's "
+                "step()/reset(), or remove the agent from env.agents when it leaves."
+            )
+
     def _aggregate(self, root: TensorDictBase) -> None:
         dones = torch.cat([root.get((g, "done")).reshape(-1) for g in self.group_map])
         terms = torch.cat([root.get((g, "terminated")).reshape(-1) for g in self.group_map])
@@ -572,7 +631,17 @@ class PettingZooWrapper(EnvBase):
 
     def _agent_action(self, tensordict: TensorDictBase, group: str, index: int, agent: str) -> Any:
         value = tensordict.get((group, "action"))[index]
-        return _decode(self._act_spaces[agent], value, self.categorical_actions)
+        space = self._act_spaces[agent]
+        problem = _action_problem(space, value, self.categorical_actions)
+        if problem is not None:
+            raise ValueError(
+                f"{type(self).__name__}: the action of agent {agent!r} (entry "
+                f"{(group, 'action')!r}, row {index}) does not fit its space {space}: "
+                f"expected {problem[0]}, got {problem[1]}. Nothing was stepped. Draw "
+                "actions from env.full_action_spec (or env.rand_action()) and respect the "
+                "action mask."
+            )
+        return _decode(space, value, self.categorical_actions)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         if self.parallel:
@@ -643,6 +712,7 @@ class PettingZooWrapper(EnvBase):
         for path, blob in state["layers"].items():
             vars(_layer_at(self._env, path)).update(pickle.loads(blob))
         self._last_flags = dict(state["last_flags"])
+        self._awaiting_reset = False
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes the PettingZoo env (``raise_if_closed``: TorchRL's keyword; closing twice is

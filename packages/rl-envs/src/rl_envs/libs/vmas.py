@@ -497,9 +497,32 @@ class VmasWrapper(EnvBase):
         return self._build(obs, None, flags, infos)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        out = self._env.step(self._actions(tensordict))
+        actions = self._actions(tensordict)
+        try:
+            out = self._env.step(actions)
+        except AssertionError as exc:  # VMAS checks its input with bare asserts
+            raise self._explain_step_failure(actions, exc) from exc
         obs, rews, flags, infos = self._split(out, rewards=True)
         return self._build(obs, rews, flags, infos)
+
+    def _explain_step_failure(self, actions: list[Any], exc: AssertionError) -> Exception:
+        """A teaching error for a VMAS assertion on the actions (NaN / inf, shape)."""
+        for name, action in zip(self.agent_names, actions, strict=True):
+            group = next(g for g, idx in self._indices.items() if name in self.group_map[g])
+            if action.is_floating_point() and not bool(torch.isfinite(action).all()):
+                rows = (~torch.isfinite(action)).reshape(self.num_envs, -1).any(-1)
+                return ValueError(
+                    f"{type(self).__name__}: the action of agent {name!r} (entry "
+                    f"{(group, 'action')!r}) holds NaN or inf in env rows "
+                    f"{rows.nonzero().flatten().tolist()}; expected finite values in the "
+                    "action spec. VMAS refused it (a bare AssertionError) and the env was not "
+                    "stepped. Check the policy's output (e.g. a diverged network)."
+                )
+        return RuntimeError(
+            f"{type(self).__name__}: VMAS rejected the actions with an assertion "
+            f"({exc!r}); expected actions of the shapes and bounds of env.full_action_spec, "
+            f"got shapes {[tuple(a.shape) for a in actions]} for agents {self.agent_names}."
+        )
 
     def _set_seed(self, seed: int | None) -> None:
         self._env.seed(seed)
