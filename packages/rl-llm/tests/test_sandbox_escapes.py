@@ -551,3 +551,18 @@ def test_the_probe_escapes_without_the_sandbox(tmp_path, name):
             [sys.executable, "-c", code], cwd=work, env=env, capture_output=True, timeout=60
         )
     assert b"ESCAPED" in out.stdout, out
+
+
+def test_without_namespaces_the_sandbox_refuses_unless_told_and_says_what_held(host):
+    """The path of a machine without user namespaces: default require refuses to run;
+    require=() runs with the layers that remain, and isolation says which."""
+    sandbox = PythonSandbox(timeout=20.0, require=())
+    sandbox._try_namespaces = False
+    result = sandbox.run("import os\nprint(os.geteuid() != 0)")
+    assert result.success, result
+    assert result.stdout == "True\n"  # a root host still drops to nobody
+    assert not result.isolation["namespaces"] and not result.isolation["filesystem"]
+    assert result.isolation["seccomp"] and result.isolation["rlimits"]
+    sandbox.require = KERNEL_LAYERS
+    with pytest.raises(SandboxUnavailableError, match="required isolation layers unavailable"):
+        sandbox.run("print(1)")

@@ -326,9 +326,13 @@ def main() -> None:
             _build_root(config["new_root"], config, code, outside_uid)
 
         _attempt(layers, why, "filesystem", setup)
-    if not layers.get("filesystem"):
+    if not layers.get("filesystem"):  # the work dir is then a host directory
         with open(os.path.join(config["workdir"], "main.py"), "w") as f:
             f.write(code)
+        if host_root:  # the code will run as nobody: let it cross to and own its work dir
+            os.chmod(os.path.dirname(config["workdir"]), 0o711)
+            for path in (config["workdir"], os.path.join(config["workdir"], "main.py")):
+                os.chown(path, _NOBODY, _NOBODY)
     setup_from_jail, jail_to_setup = os.pipe()
     jail_from_setup, setup_to_jail = os.pipe()
     pid = os.fork()

@@ -196,6 +196,7 @@ class PythonSandbox:
         self.require = tuple(require)
         self.read_roots = tuple(os.path.realpath(r) for r in read_roots)
         self.python = python or sys.executable
+        self._try_namespaces = True  # False only to test the path of machines without them
         self.available = self._probe()
 
     def run(self, code: str) -> SandboxResult:
@@ -227,7 +228,7 @@ class PythonSandbox:
 
     def _probe(self) -> dict[str, bool]:
         """The layers this machine gives this interpreter, checked once per configuration."""
-        key = (self.python, self.allow_processes, self.read_roots)
+        key = (self.python, self.allow_processes, self.read_roots, self._try_namespaces)
         if key not in _PROBES:
             root = Path(tempfile.mkdtemp(prefix="rl_llm_sandbox_probe_"))
             try:
@@ -281,7 +282,7 @@ class PythonSandbox:
             "read_roots": list(self.read_roots),
             "audit_hook": self.audit_hook,
             "require": list(require),
-            "try_namespaces": True,
+            "try_namespaces": self._try_namespaces,
         }
         deadline = time.monotonic() + self.timeout + _SETUP_ALLOWANCE
         with (
@@ -385,7 +386,9 @@ class _Launched:
                 if "pid" in message:
                     self._watch(message["pid"])
                 if "isolation" in message:
-                    self.isolation, self.why = message["isolation"], message["why"]
+                    layers = message["isolation"]
+                    self.isolation = {name: bool(layers.get(name)) for name in LAYERS}
+                    self.why = message["why"]
                     started = time.monotonic()
                 if "error" in message:
                     self.error = message["error"]
