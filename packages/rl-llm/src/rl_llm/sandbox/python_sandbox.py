@@ -364,11 +364,12 @@ class _Launched:
         """Reads status messages until the runner's exit, an error, or the deadline."""
         buffer = b""
         started = None
+        poller = select.poll()  # not select(): descriptors past 1024 are common in trainers
+        poller.register(status, select.POLLIN)
         while True:
             now = time.monotonic()
             limit = deadline if started is None else min(deadline, started + timeout)
-            ready, _, _ = select.select([status], [], [], max(0.0, limit - now))
-            if not ready:
+            if not poller.poll(max(0.0, limit - now) * 1e3):
                 if started is None:
                     self.error = "the launcher did not start the code in time"
                 else:
