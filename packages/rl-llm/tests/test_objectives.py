@@ -278,12 +278,10 @@ def _trajectory(query, rewards):
 
 
 def test_mc_advantage_groups_interleaved_prompts():
-    mc = MCAdvantage(grpo_size=3, prompt_key="query")
-    assert mc.inv(_trajectory("a", [1.0])).batch_size == (0,)
-    assert mc.inv(_trajectory("b", [0.0])).batch_size == (0,)
-    assert mc.inv(_trajectory("a", [0.0, 0.5])).batch_size == (
-        0,
-    )  # a two-step trajectory, return 0.5
+    mc = MCAdvantage(grpo_size=3, prompt_key="query", trajectory_return="sum")
+    assert mc.inv(_trajectory("a", [1.0])) is None  # incomplete groups write nothing
+    assert mc.inv(_trajectory("b", [0.0])) is None
+    assert mc.inv(_trajectory("a", [0.0, 0.5])) is None  # a two-step trajectory, return 0.5
     out = mc.inv(_trajectory("a", [2.0]))
     assert out.batch_size == (4,)
     m, s = statistics.mean([1.0, 0.5, 2.0]), statistics.stdev([1.0, 0.5, 2.0])
@@ -292,10 +290,11 @@ def test_mc_advantage_groups_interleaved_prompts():
         out["advantage"].flatten(), torch.tensor(expected), rtol=1e-5, atol=1e-5
     )
     assert list(mc.queues) == ["b"]
+    assert (mc.completed_groups, mc.written_groups, mc.queued_trajectories) == (1, 1, 1)
 
 
 def test_mc_advantage_batch_of_trajectories_and_dr_grpo():
-    mc = MCAdvantage(grpo_size=2, prompt_key="query", scale=False)
+    mc = MCAdvantage(grpo_size=2, prompt_key="query", scale=False, trajectory_return="sum")
     batch = torch.cat(
         [
             _trajectory("x", [1.0]),
@@ -315,7 +314,7 @@ def test_mc_advantage_batch_of_trajectories_and_dr_grpo():
 
 def test_mc_advantage_errors():
     with pytest.raises(ValueError, match="grpo_size"):
-        MCAdvantage(grpo_size=1)
+        MCAdvantage(grpo_size=1, trajectory_return="sum")
     mc = MCAdvantage(grpo_size=2)
     unfinished = _trajectory("a", [1.0, 2.0])
     unfinished["next", "done"] = torch.zeros(2, 1, dtype=torch.bool)

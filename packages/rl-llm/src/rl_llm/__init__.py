@@ -14,7 +14,14 @@ from rl_llm.modules import (
     Tokens,
     TransformersWrapper,
 )
-from rl_llm.objectives import GRPOLoss, GRPOLossOutput, MCAdvantage, SFTLoss, SFTLossOutput
+from rl_llm.objectives import (
+    GRPOLoss,
+    GRPOLossOutput,
+    MCAdvantage,
+    MCAdvantageSelector,
+    SFTLoss,
+    SFTLossOutput,
+)
 from rl_llm.sandbox import PythonSandbox, SandboxResult
 from rl_llm.transforms import (
     AnswerRewardParser,
@@ -45,6 +52,7 @@ __all__ = [
     "LLMWrapperBase",
     "LogProbs",
     "MCAdvantage",
+    "MCAdvantageSelector",
     "Masks",
     "PolicyVersion",
     "PythonInterpreter",

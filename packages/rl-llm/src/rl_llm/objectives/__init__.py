@@ -8,12 +8,14 @@ from rl_llm.objectives.functional import (
 )
 from rl_llm.objectives.grpo import GRPOLoss, GRPOLossOutput
 from rl_llm.objectives.mc_advantage import MCAdvantage
+from rl_llm.objectives.mc_selector import MCAdvantageSelector
 from rl_llm.objectives.sft import SFTLoss, SFTLossOutput
 
 __all__ = [
     "GRPOLoss",
     "GRPOLossOutput",
     "MCAdvantage",
+    "MCAdvantageSelector",
     "SFTLoss",
     "SFTLossOutput",
     "aggregate",
