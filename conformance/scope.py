@@ -79,6 +79,21 @@ AREAS: dict[str, list[str]] = {
     "collectors": ["test_collectors.py"],
     "exploration": ["test_exploration.py"],
     "distributions": ["test_distributions.py"],
+    "llm": [
+        "llm/test_conversions.py",
+        "llm/test_data.py",
+        "llm/test_llm_collectors.py",
+        "llm/test_llm_envs.py",
+        "llm/test_llm_objectives.py",
+        "llm/test_llm_transforms.py",
+        "llm/test_llm_updaters.py",
+        "llm/test_wrapper.py",
+        "llm/test_vllm.py",
+        "llm/test_vllm_plugin.py",
+        "llm/test_sglang.py",
+        "llm/test_sglang_updaters.py",
+        "llm/libs/test_mlgym.py",
+    ],
 }
 
 HELPERS = [
@@ -86,6 +101,7 @@ HELPERS = [
     "envs/_envs_common.py",
     "envs/conftest.py",
     "libs/conftest.py",
+    "llm/conftest.py",
     "modules/_modules_common.py",
     "modules/conftest.py",
     "objectives/_objectives_common.py",
@@ -111,7 +127,7 @@ TESTING = [
 ]
 
 OUT_OF_SCOPE_FILES: dict[str, str] = {
-    "llm/*": "LLM post-training is a separate issue (rl-llm)",
+    "llm/smoke_test_llm.py, llm/smoke_test_llm_deps.py": "TorchRL packaging smoke tests (import torchrl.envs.llm with vLLM / its optional dependencies)",
     "compile/*": "torch.compile of TorchRL internals; not part of the port contract",
     "services/*, test_inference_server.py, test_distributed.py": "TorchRL's service / RPC / distributed backends, not wrapped here",
     "rb/test_rb_distributed.py": "torch.distributed.rpc replay buffers, not wrapped here",
@@ -209,5 +225,10 @@ IMPORT_MAP: dict[str, list[str]] = {
     "torchrl.collectors": ["rl_collectors"],
     "torchrl.weight_update": ["rl_collectors"],
     "torchrl.objectives": ["rl_objectives"],
-    "torchrl.objectives.llm": ["rl_llm"],  # DESIGN.md: torchrl.objectives.llm -> rl_llm
+    "torchrl.objectives.llm": ["rl_llm"],  # DESIGN.md: torchrl.*.llm -> rl_llm
+    "torchrl.envs.llm": ["rl_llm"],
+    "torchrl.data.llm": ["rl_llm"],
+    "torchrl.modules.llm": ["rl_llm"],
+    "torchrl.collectors.llm": ["rl_llm"],
+    "torchrl.weight_update.llm": ["rl_llm"],
 }

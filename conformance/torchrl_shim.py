@@ -36,7 +36,7 @@ if str(HERE) not in sys.path:
 from scope import IMPORT_MAP  # noqa: E402
 
 TESTING_DIR = HERE / "torchrl_tests" / "_torchrl_testing"
-ALL_PACKAGES = ("rl_envs", "rl_modules", "rl_collectors", "rl_buffers", "rl_objectives")
+ALL_PACKAGES = ("rl_envs", "rl_modules", "rl_collectors", "rl_buffers", "rl_objectives", "rl_llm")
 # Names TorchRL exposes under torchrl.envs(.utils) that live in rl_modules here (DESIGN.md).
 EXPLORATION_NAMES = frozenset(
     {
@@ -75,6 +75,10 @@ HAS_FLAG_LIBS = {
     "zstandard": ("zstandard",),
     "matplotlib": ("matplotlib",),
     "vllm": ("vllm",),
+    "sglang": ("sglang",),
+    "datasets": ("datasets",),
+    "trl": ("trl",),
+    "mcp": ("mcp",),
     "vc": ("vc_models",),
     "r3m": ("r3m",),
 }
