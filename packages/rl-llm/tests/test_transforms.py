@@ -221,12 +221,12 @@ def test_policy_version_stamps_resets_and_steps():
     version = PolicyVersion()
     env = ChatEnv(batch_size=(2,)).append_transform(version)
     td = env.reset(TensorDict(query=["a", "b"], batch_size=[2]))
-    assert td["policy_version"].tolist() == [[0], [0]]
+    assert td["policy_version"].tolist() == [0, 0]  # [B] int64, as TorchRL's
     version.increment_version()
     td["history"].full = td["history"].prompt.append(
         History(role=["assistant"] * 2, content=["x", "y"], batch_size=[2]), inplace=False
     )
-    assert env.step(td)["next", "policy_version"].tolist() == [[1], [1]]
+    assert env.step(td)["next", "policy_version"].tolist() == [1, 1]
 
 
 def test_policy_version_uuid():

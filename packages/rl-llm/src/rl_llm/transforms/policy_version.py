@@ -13,7 +13,7 @@ from rl_llm.envs.transform import LLMTransform
 class PolicyVersion(LLMTransform):
     """Writes ``"policy_version"`` into every reset output and step output.
 
-    The version is an int counter (an int64 ``[B, 1]`` entry) or a UUID string (a
+    The version is an int counter (an int64 ``[B]`` entry on the TensorDict's device) or a UUID string (a
     non-tensor entry). :class:`~rl_llm.LLMCollector` calls :meth:`increment_version`
     each time it loads new weights, so every turn says which weights produced it.
 
@@ -46,9 +46,9 @@ class PolicyVersion(LLMTransform):
         self.version = self.version + 1 if self._is_int else str(uuid.uuid4())
 
     def _stamp(self, td: TensorDictBase) -> TensorDictBase:
-        n = td.batch_size[0]
-        if self._is_int:
-            td.set("policy_version", torch.full((n, 1), self.version, dtype=torch.int64))
+        if self._is_int:  # int64 of the batch's shape, on its device (as TorchRL's)
+            version = torch.full(td.batch_size, self.version, dtype=torch.int64, device=td.device)
+            td.set("policy_version", version)
         else:
             td.set_non_tensor("policy_version", self.version)
         return td
