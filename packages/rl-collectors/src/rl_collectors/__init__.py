@@ -3,7 +3,7 @@
 from importlib.metadata import version as _version
 
 from rl_collectors._batching import BatchTimings
-from rl_collectors._multi_base import MultiCollector, WorkerError
+from rl_collectors._multi_base import MultiCollector, WorkerError, WorkerTimeoutError
 from rl_collectors.cloudpickle_wrapper import CloudpickleWrapper
 from rl_collectors.collector import Collector, SyncDataCollector
 from rl_collectors.multi_async import (
@@ -42,6 +42,7 @@ __all__ = [
     "SyncDataCollector",
     "WeightSyncScheme",
     "WorkerError",
+    "WorkerTimeoutError",
     "__version__",
     "split_trajectories",
 ]

@@ -4,8 +4,11 @@ Each worker builds its env (from a picklable constructor) and its own
 ``Collector`` writing into a shared-memory buffer; the parent sends small
 commands over a pipe and reads the buffers in place. Weights go through
 :class:`~rl_collectors._weights.SharedWeights`. A worker that raises sends its
-traceback; a worker that dies is seen through its process sentinel. Either
-way the parent stops every worker and raises: no hang, no orphan.
+traceback; a worker that dies is seen through its process sentinel; a worker
+that does not answer within ``timeout`` seconds (blocked, stopped by ``SIGSTOP``)
+is named with its pid and process state. Every time the parent stops every
+worker and raises: no hang, no orphan. Workers also die with the parent process
+(``PR_SET_PDEATHSIG`` on Linux plus a watchdog thread, see ``_procwatch``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import contextlib
 import math
 import os
 import pickle
+import signal
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +37,7 @@ from rl_collectors._background import BackgroundCollection
 from rl_collectors._batching import BatchTimings, check_options, merge_timings
 from rl_collectors._introspect import call_args, check_stats_view, progress_stats
 from rl_collectors._policy import resolve_exploration_type
+from rl_collectors._procwatch import check_timeout, describe_process, process_state
 from rl_collectors._trajs import TrajectoryBatching
 from rl_collectors._weights import SharedWeights
 from rl_collectors._worker import WorkerSpec, worker_main
@@ -40,6 +46,7 @@ from rl_collectors.weight_sync import WeightSyncScheme, policy_scheme
 
 DeviceLike = torch.device | str | int | None
 _PRELOAD = ["torch", "tensordict", "rl_collectors._worker"]
+DEFAULT_TIMEOUT_S = 300.0
 
 
 def _drop_leaked_lazy_legacy_variable() -> None:
@@ -264,6 +271,11 @@ class WorkerError(RuntimeError):
     """A collector worker raised or died; the message holds its traceback or exit code."""
 
 
+class WorkerTimeoutError(WorkerError, TimeoutError):
+    """A collector worker did not answer within the collector's ``timeout``; the message
+    names the worker, its pid, the command it was running and its process state."""
+
+
 class MultiCollector(TrajectoryBatching, BackgroundCollection):
     """Process management, weight sync, checkpointing and lifecycle for multiprocess collectors.
 
@@ -332,7 +344,9 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         traj_format: str | None = None,
         trajs_per_write: int | None = None,
         set_truncated: bool = False,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self.timeout = check_timeout(timeout, type(self).__name__)
         if sync is not None and bool(sync) is not self._synchronous:
             raise ValueError(
                 f"sync={sync} does not match {type(self).__name__}; use MultiCollector(..., "
@@ -465,8 +479,18 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         self._stops: list[Any] = []
         self._buffers: list[TensorDictBase | None] = [None] * self.num_workers
         self._non_tensor: list[dict[Any, Any] | None] = [None] * self.num_workers
+        # What each worker was last asked to do, and when (for the timeout and its message).
+        self._doing: list[str] = ["start (building its env and policy)"] * self.num_workers
+        self._sent_at: list[float] = [time.monotonic()] * self.num_workers
         self._closed = False
+        # PR_SET_PDEATHSIG fires when the forking *thread* exits: the forkserver's main
+        # thread is safe; fork / spawn from another thread rely on the watchdog alone.
+        pdeathsig = (
+            self._context.get_start_method() == "forkserver"
+            or threading.current_thread() is threading.main_thread()
+        )
         for spec in specs:
+            spec.parent_pid, spec.pdeathsig = os.getpid(), pdeathsig
             parent_end, child_end = self._context.Pipe()
             stop = self._context.RawValue("b", 0)
             proc = self._context.Process(
@@ -525,6 +549,7 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
     def _send(self, index: int, command: str, argument: Any = None) -> None:
         if self._closed:
             raise RuntimeError("this collector was shut down; create a new one.")
+        self._doing[index], self._sent_at[index] = command, time.monotonic()
         try:
             self._conns[index].send((command, argument))
         except (BrokenPipeError, OSError):
@@ -542,8 +567,21 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
             raise RuntimeError("this collector was shut down; create a new one.")
         by_conn = {id(self._conns[i]): i for i in pending}
         by_sentinel = {p.sentinel: i for i, p in enumerate(self._procs)}
+        # Each worker has `timeout` seconds from its own command (an async collector keeps
+        # receiving from the others meanwhile).
+        deadline = min(self._sent_at[i] for i in pending) + self.timeout
         while True:
-            ready = wait([self._conns[i] for i in pending] + list(by_sentinel))
+            left = deadline - time.monotonic()
+            ready = wait(
+                [self._conns[i] for i in pending] + list(by_sentinel),
+                None if left == float("inf") else max(0.0, left),
+            )
+            if not ready:
+                now = time.monotonic()
+                stuck = [i for i in pending if now - self._sent_at[i] >= self.timeout]
+                if stuck:
+                    self._timed_out(stuck)
+                continue
             for obj in ready:
                 if id(obj) in by_conn:
                     index = by_conn[id(obj)]
@@ -566,6 +604,22 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
                         if message[0] == "error":
                             self._fail(index, message[1])
                     self._fail(index, None)
+
+    def _timed_out(self, stuck: list[int]) -> None:
+        """Kill the ``stuck`` workers at once, stop the others, raise :class:`WorkerTimeoutError`."""
+        lines = [
+            f"worker {i} (pid {self._procs[i].pid}) running {self._doing[i]!r}, which "
+            f"{describe_process(self._procs[i].pid)}"
+            for i in stuck
+        ]
+        self._shutdown(timeout=10.0, stuck=stuck)
+        raise WorkerTimeoutError(
+            f"{type(self).__name__}: no answer within timeout={self.timeout} s from "
+            f"{'; '.join(lines)}. The collector is shut down and its workers are stopped. "
+            "If the env or policy is just slow (a 'collect' is one worker's whole share of a "
+            f"batch), pass a larger {type(self).__name__}(timeout=...); otherwise run the env "
+            "and policy in a plain Collector to find what blocks."
+        )
 
     def _fail(self, index: int, worker_traceback: str | None) -> None:
         proc = self._procs[index]
@@ -691,10 +745,19 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
         ``track_policy_version=True`` each batch records the version that produced it in
         ``"policy_version"`` and ``("next", "policy_version")``.
 
+        The whole update is validated before anything is written (the same keys, exact
+        shapes, floating values for floating weights, no NaN / inf); then it is copied
+        under the lock the workers read under: a worker sees all of it or none of it, and
+        the version moves only when it is written.
+
         Args:
             policy_or_weights: a module, a TensorDict of weights or a state_dict. ``None``:
                 the policy given at construction (which the trainer optimises), else the
                 weights the scheme's ``init_on_sender`` was given.
+
+        Raises:
+            ValueError: the weights do not match the policy's (missing or extra keys, a
+                shape or dtype kind that differs, NaN / inf); nothing is changed.
         """
         if self._weights is None:
             if self._policy_factories is not None and self.weight_sync_scheme.enabled:
@@ -710,7 +773,7 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
             source = (
                 self.policy if self.policy is not None else self.weight_sync_scheme.sender_source
             )
-        self._weights.push(source)
+        self._weights.push(source, owner=f"{type(self).__name__}.update_policy_weights_")
 
     # -- iteration helpers ------------------------------------------------------------------
     def next(self) -> TensorDictBase | None:
@@ -807,12 +870,24 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
 
     # -- lifecycle --------------------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop every worker (asking first, then terminating); safe to call twice."""
+        """Stop every worker (asking first, then terminating); safe to call twice.
+
+        Workers stopped by ``SIGSTOP`` are killed at once (they would never read the
+        request); the others get ``timeout`` seconds in all to finish their batch."""
+        self._shutdown(timeout)
+
+    def _shutdown(self, timeout: float, stuck: Sequence[int] = ()) -> None:
         if self._closed:
             return
         self._closed = True
         for stop in self._stops:
             stop.value = 1
+        stopped = [
+            i for i, p in enumerate(self._procs) if p.pid and process_state(p.pid) in ("T", "t")
+        ]
+        for index in {*stuck, *stopped}:
+            with contextlib.suppress(OSError, ValueError):
+                self._procs[index].kill()
         for conn, proc in zip(self._conns, self._procs, strict=False):
             if proc.is_alive():
                 with contextlib.suppress(BrokenPipeError, OSError):
@@ -822,6 +897,8 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
             proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.terminate()
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGCONT)  # a stopped process takes SIGTERM only then
                 proc.join(2.0)
             if proc.is_alive():
                 proc.kill()

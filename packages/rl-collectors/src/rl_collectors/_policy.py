@@ -10,6 +10,8 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import InteractionType, TensorDictModule
 from torch import nn
 
+from rl_collectors._weight_check import check_weights, flat_weights, is_state_dict
+
 
 def resolve_exploration_type(exploration_type: InteractionType | str) -> InteractionType:
     """Accept an ``InteractionType`` (``ExplorationType``) or its name (``"random"``, ``"mode"``...)."""
@@ -39,17 +41,31 @@ def module_weights(module: nn.Module) -> TensorDictBase:
     return TensorDict.from_module(module).data
 
 
-def load_weights_(policy: Any, source: Any) -> None:
+def load_weights_(
+    policy: Any, source: Any, *, check: bool = True, owner: str = "update_policy_weights_"
+) -> None:
     """Copy ``source`` (module, TensorDict of weights or state_dict) into ``policy``, in place.
+
+    With ``check`` (the default) the whole of ``source`` is validated first (same keys,
+    exact shapes, same dtype kind, finite values: see ``_weight_check``), so either every
+    weight is written or none is.
 
     Raises:
         TypeError: if ``policy`` is not an ``nn.Module`` or ``source`` has an unknown type.
+        ValueError: ``source`` does not match ``policy``'s weights (nothing is written).
     """
     if not isinstance(policy, nn.Module):
         raise TypeError(
             f"cannot load weights into a {type(policy).__name__}: only torch.nn.Module policies "
             "have weights to update."
         )
+    if check:
+        given = flat_weights(source)
+        if is_state_dict(source):
+            expected = policy.state_dict(keep_vars=True)
+        else:
+            expected = flat_weights(policy)
+        check_weights(expected, given, owner)
     if isinstance(source, nn.Module):
         module_weights(policy).update_(module_weights(source))
     elif isinstance(source, TensorDictBase):

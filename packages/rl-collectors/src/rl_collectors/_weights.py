@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensordict import TensorDict, TensorDictBase
+import torch
+from tensordict import TensorDictBase
 from torch import nn
 
 from rl_collectors._policy import load_weights_, module_weights
+from rl_collectors._weight_check import check_weights, flat_weights, is_state_dict
 
 
 class SharedWeights:
@@ -37,6 +39,10 @@ class SharedWeights:
     def __init__(self, policy: nn.Module | TensorDictBase, context: Any) -> None:
         source = module_weights(policy) if isinstance(policy, nn.Module) else policy.data
         self.weights: TensorDictBase = source.clone().share_memory_()
+        self._flat = flat_weights(self.weights)  # views of the shared tensors, by dotted name
+        # A state_dict holds no non-persistent buffer: those keys are not expected from one.
+        persistent = policy.state_dict().keys() if isinstance(policy, nn.Module) else self._flat
+        self._state_dict_keys = [key for key in self._flat if key in persistent]
         self._version = context.Value("q", 0)
 
     @property
@@ -44,17 +50,30 @@ class SharedWeights:
         """The version of the weights now in shared memory."""
         return int(self._version.value)
 
-    def push(self, source: Any, version: int | None = None) -> int:
+    def push(
+        self, source: Any, version: int | None = None, owner: str = "SharedWeights.push"
+    ) -> int:
         """Copy ``source`` (module, TensorDict of weights, state_dict) in; returns the new
-        version: the next one, or ``version`` when given (resuming from a checkpoint)."""
-        if isinstance(source, nn.Module):
-            source = module_weights(source)
-        with self._version.get_lock():
-            if isinstance(source, TensorDictBase):
-                self.weights.update_(source)
-            else:
-                # A state_dict: route it through a module-shaped TensorDict of the same keys.
-                self.weights.update_(TensorDict(dict(source), batch_size=[]).unflatten_keys("."))
+        version: the next one, or ``version`` when given (resuming from a checkpoint).
+
+        The whole of ``source`` is validated first (``_weight_check``: same keys, exact
+        shapes, same dtype kind, finite values); then every entry is copied under the lock
+        the workers read under, so a worker sees all of the update or none of it.
+
+        Raises:
+            ValueError: ``source`` does not match the weights (nothing is written and the
+                version stays); ``owner`` names the caller in the message.
+            TypeError: ``source`` is not a module, a TensorDict or a state_dict.
+        """
+        given = flat_weights(source)
+        if is_state_dict(source):
+            expected = {key: self._flat[key] for key in self._state_dict_keys}
+        else:
+            expected = self._flat
+        check_weights(expected, given, f"{owner} (policy_version stays {self.version})")
+        with self._version.get_lock(), torch.no_grad():
+            for key, dst in expected.items():
+                dst.copy_(given[key])
             self._version.value = self._version.value + 1 if version is None else version
             return int(self._version.value)
 
@@ -63,5 +82,5 @@ class SharedWeights:
         if self._version.value == held_version:
             return held_version
         with self._version.get_lock():
-            load_weights_(policy, self.weights)
+            load_weights_(policy, self.weights, check=False)  # checked when pushed
             return int(self._version.value)

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from rl_collectors._procwatch import die_with_parent
 from rl_collectors._weights import SharedWeights
 from rl_collectors.collector import Collector
 
@@ -30,6 +31,8 @@ class WorkerSpec:
     preemptive: bool = False  # poll the stop flag at every step (else whole rollouts)
     hooks_bytes: bytes | None = None  # pickled (pre_collect_hook, post_collect_hook)
     policy_is_factory: bool = False  # policy_bytes holds a callable building the policy
+    parent_pid: int = 0  # the collector's process: the worker ends when it does (0: no watch)
+    pdeathsig: bool = True  # also ask Linux for SIGKILL when the parent goes (see _procwatch)
 
 
 def build_worker_collector(spec: WorkerSpec, shared_buffer: bool) -> Collector:
@@ -69,6 +72,8 @@ def worker_main(spec: WorkerSpec, conn: Any, weights: SharedWeights | None, stop
     per collect (the shared buffer is sent only when it is new). Any exception is sent back as
     ``("error", traceback)`` before the process exits; a closed pipe (parent gone) ends it quietly.
     """
+    if spec.parent_pid:
+        die_with_parent(spec.parent_pid, spec.pdeathsig)
     torch.set_num_threads(spec.num_threads)
     collector: Collector | None = None
     try:

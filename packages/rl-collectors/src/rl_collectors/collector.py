@@ -384,10 +384,16 @@ class Collector(TrajectoryBatching, BackgroundCollection):
             policy_or_weights: a module, a TensorDict of parameters (``TensorDict.from_module``)
                 or a ``state_dict``. ``None``: copy from the policy given at construction
                 (a no-op copy when the collector runs that very module).
+
+        Raises:
+            ValueError: the weights do not match the policy's (missing or extra keys, a
+                shape or dtype kind that differs, NaN / inf): nothing is written and
+                ``policy_version`` stays.
         """
         source = self._source_policy if policy_or_weights is None else policy_or_weights
         if self.policy is not None and source is not None and source is not self.policy:
-            load_weights_(self.policy, source)
+            owner = f"{type(self).__name__}.update_policy_weights_ (policy_version stays {self.policy_version})"
+            load_weights_(self.policy, source, owner=owner)
         self.policy_version += 1
 
     # -- one batch --------------------------------------------------------------------------

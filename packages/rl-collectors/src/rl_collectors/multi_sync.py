@@ -62,6 +62,11 @@ class MultiSyncCollector(MultiCollector):
             ``mp_start_method`` (default ``forkserver`` where available), ``num_sub_threads``
             and ``weight_sync_schemes`` (``{"policy": scheme}``, see
             :mod:`rl_collectors.weight_sync`).
+        timeout: seconds the parent waits for a worker's answer to one command (for a
+            collect: the worker's whole share of a batch) before raising
+            :class:`~rl_collectors.WorkerTimeoutError` naming the worker, its pid, the
+            command and its process state (e.g. stopped by ``SIGSTOP``); the collector is
+            then shut down. Default 300; ``math.inf`` waits forever (``None`` is refused).
 
     Examples:
         >>> collector = MultiSyncCollector([make_env, make_env], policy, frames_per_batch=200,

@@ -360,7 +360,7 @@ class ParallelEnv(EnvBase):
         pid = proc.pid
         self._abort()
         raise WorkerError(
-            f"ParallelEnv worker {i} (pid {pid}) {status} while {what}; the env is closed. "
+            f"ParallelEnv worker {i} (pid {pid}) {status} while running {what!r}; the env is closed. "
             "Check the sub-env for crashes (segfault, out of memory) and create a new ParallelEnv."
         )
 
