@@ -235,7 +235,7 @@ def test_growth_errors():
         one[0].append(History(role="user", content="x"))
     with pytest.raises(RuntimeError, match="one dim less"):
         one.append(History.from_chats(CHAT_B))
-    with pytest.raises(RuntimeError, match="as many dims"):
+    with pytest.raises(RuntimeError, match="The new history to extend must have as many dims"):
         one.extend(History(role="user", content="x"))
     batch = History.from_chats([CHAT_B, CHAT_B])
     with pytest.raises(RuntimeError, match="must match"):
@@ -246,3 +246,11 @@ def test_empty_conversation_cannot_be_rendered(tokenizer):
     h = History.from_chats([{"role": "<none>", "content": ""}])
     with pytest.raises(ValueError, match="empty prompt"):
         h.apply_chat_template(tokenizer=tokenizer)
+
+
+def test_qwen_template_name_parses_chatml_completion_flags():
+    # TorchRL's name for Qwen's ChatML format; a message without its end token is incomplete
+    text = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHel"
+    history = History.from_text(text, chat_template_name="qwen")
+    assert history.role == ["user", "assistant"]
+    assert history.is_complete.tolist() == [True, False]

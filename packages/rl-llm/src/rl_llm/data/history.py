@@ -388,8 +388,9 @@ class History(TensorClass["nocast"]):
             )
         if history.batch_dims != self.batch_dims:
             raise RuntimeError(
-                f"extend expects a History with as many dims as self: self has batch_size {tuple(self.batch_size)}, "
-                f"the new one {tuple(history.batch_size)}. Use append() to add one message per conversation."
+                f"The new history to extend must have as many dims as self: self has batch_size "
+                f"{tuple(self.batch_size)}, the new one {tuple(history.batch_size)}. Use append() to add "
+                "one message per conversation."
             )
         dim = _positive_dim(dim, self.batch_dims)
         return self._replace(_grow(self, history, dim, many=True), inplace)
