@@ -7,11 +7,13 @@ from rl_llm.data import CHATML_TEMPLATE, History, add_chat_template, make_arithm
 from rl_llm.envs import ChatEnv, DatasetChatEnv, LLMTransform
 from rl_llm.modules import (
     ChatHistory,
+    HFRewardModelWrapper,
     LLMWrapperBase,
     LogProbs,
     Masks,
     Text,
     Tokens,
+    TorchRLBufferDataset,
     TransformersWrapper,
 )
 from rl_llm.objectives import (
@@ -49,6 +51,7 @@ __all__ = [
     "FormatReward",
     "GRPOLoss",
     "GRPOLossOutput",
+    "HFRewardModelWrapper",
     "History",
     "JSONCallParser",
     "KLRewardTransform",
@@ -69,6 +72,7 @@ __all__ = [
     "Tokens",
     "ToolCall",
     "ToolRegistry",
+    "TorchRLBufferDataset",
     "TransformersUpdater",
     "TransformersWrapper",
     "XMLBlockParser",
