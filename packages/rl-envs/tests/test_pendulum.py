@@ -198,3 +198,10 @@ def test_reset_with_non_finite_start_state_raises(key):
     td[key] = torch.full((1,), float("nan"))
     with pytest.raises(ValueError, match=rf"the input's '{key}' must be finite"):
         PendulumEnv().reset(td)
+
+
+@pytest.mark.filterwarnings("ignore:.*outside its spec:UserWarning")
+def test_finite_actions_whose_sum_overflows_are_not_taken_for_inf():
+    env = PendulumEnv(batch_size=[2])
+    td = env.step(env.reset().set("action", torch.full((2, 1), 3e38)))  # sum: inf in float32
+    assert torch.isfinite(td["next", "reward"]).all()

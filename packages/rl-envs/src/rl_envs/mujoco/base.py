@@ -323,8 +323,9 @@ class MujocoEnv(EnvBase):
                 f"{(n, nu)} (num_envs, model.nu). Write actions from env.action_spec."
             )
         ctrl = action.detach().to("cpu", torch.float64).numpy()
-        # NaN compares False: one pass catches NaN, inf and magnitudes MuJoCo would zero
-        if not (np.abs(ctrl) <= _MJ_MAXVAL).all():
+        # max() propagates NaN, which compares False: one reduction catches NaN, inf and
+        # magnitudes MuJoCo would zero
+        if not np.abs(ctrl).max(initial=0.0) <= _MJ_MAXVAL:
             raise self._bad_action_error(ctrl)
         prev = self._sim
         self._physics.step(ctrl, self.frame_skip)
