@@ -213,3 +213,32 @@ def test_errors(model, tokenizer):
         TransformersWrapper(model, tokenizer=tokenizer, generate_kwargs={"max_tokens": 3})
     with pytest.raises(ValueError, match="input_mode"):
         TransformersWrapper(model, tokenizer=tokenizer, input_mode="chat")
+
+
+def test_torchrl_keywords_return_log_probs_and_device(model, tokenizer):
+    # TorchRL's keyword set: return_log_probs / device are accepted, with TorchRL's meaning
+    policy = TransformersWrapper(
+        model,
+        tokenizer=tokenizer,
+        input_mode="history",
+        generate=True,
+        return_log_probs=False,
+        device="cpu",
+        generate_kwargs={"max_new_tokens": 3},
+    )
+    assert "log_probs" not in policy.out_keys
+    out = policy(_history_td())
+    assert "log_probs" not in out and ("tokens", "response") in out.keys(True)
+    assert out["tokens"].device == torch.device("cpu")
+    default = TransformersWrapper(model, tokenizer=tokenizer, generate_kwargs={"max_new_tokens": 3})
+    assert default.return_log_probs and "log_probs" in default.out_keys
+    with pytest.raises(ValueError, match="return_log_probs must be True when generate=False"):
+        TransformersWrapper(model, tokenizer=tokenizer, generate=False, return_log_probs=False)
+
+
+def test_model_and_tokenizer_by_path(model, tokenizer, tmp_path):
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    policy = TransformersWrapper(str(tmp_path), generate_kwargs={"max_new_tokens": 2})
+    assert policy.tokenizer.pad_token_id == tokenizer.pad_token_id
+    assert policy(_history_td())["tokens", "response"] is not None

@@ -80,6 +80,9 @@ class LLMWrapperBase(TensorDictModuleBase, abc.ABC):
         chat_template_name: a registered chat template (``rl_llm.add_chat_template``).
         chat_template: a Jinja chat template; default: the tokenizer's, else ChatML.
         history_key, text_key, tokens_key, masks_key, log_probs_key: output keys.
+        return_log_probs: write ``log_probs`` (default ``True``); ``False`` only in generate
+            mode (scoring exists to produce them).
+        device: where the outputs go (default: where the model computed them).
     """
 
     def __init__(
@@ -99,8 +102,15 @@ class LLMWrapperBase(TensorDictModuleBase, abc.ABC):
         tokens_key: NestedKey = "tokens",
         masks_key: NestedKey = "masks",
         log_probs_key: NestedKey = "log_probs",
+        return_log_probs: bool | None = None,
+        device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
+        if return_log_probs is False and not generate:
+            raise ValueError(
+                "return_log_probs must be True when generate=False: scoring sequences is what "
+                "produces the log-probs (use generate=True to sample replies without them)."
+            )
         if input_mode not in ("history", "text", "tokens"):
             raise ValueError(
                 f"input_mode must be 'history', 'text' or 'tokens', got {input_mode!r}."
@@ -132,7 +142,11 @@ class LLMWrapperBase(TensorDictModuleBase, abc.ABC):
             else _join(mode_key, "prompt" if generate else "full")
         )
         self.in_keys = [self.input_key]
-        self.out_keys = [tokens_key, masks_key, log_probs_key]
+        self.return_log_probs = return_log_probs is not False
+        self.device_out = torch.device(device) if device is not None else None
+        self.out_keys = [tokens_key, masks_key]
+        if self.return_log_probs:
+            self.out_keys.append(log_probs_key)
         if generate:
             self.out_keys.append(text_key)
             if input_mode == "history":
@@ -190,6 +204,10 @@ class LLMWrapperBase(TensorDictModuleBase, abc.ABC):
         out = self._forward_generate(td) if self.generate else self._forward_score(td)
         if single:
             out = out.squeeze(0)
+        if not self.return_log_probs:
+            out = out.exclude(self.log_probs_key)
+        if self.device_out is not None:
+            out = out.to(self.device_out)
         if not self.inplace:
             return out
         tensordict.update(out)

@@ -49,8 +49,9 @@ class TransformersWrapper(LLMWrapperBase):
 
     Args:
         model: a causal LM (``AutoModelForCausalLM``-like: ``generate`` and ``forward``
-            returning ``logits``).
-        tokenizer: its tokenizer; it must have a pad token.
+            returning ``logits``), or its name / local path (loaded with ``from_pretrained``).
+        tokenizer: its tokenizer (or name / path); it must have a pad token. Defaults to the
+            model's when ``model`` is a name.
         input_mode: ``"history"`` (default), ``"text"`` or ``"tokens"``.
         input_key: the input entry (default ``(<mode>, "prompt")`` / ``(<mode>, "full")``).
         attention_mask_key: mask of dense token inputs. Defaults to ``("masks", "all_attention_mask")``.
@@ -65,6 +66,8 @@ class TransformersWrapper(LLMWrapperBase):
         chat_template_name: a registered chat template name.
         chat_template: a Jinja chat template (default: the tokenizer's, else ChatML).
         history_key, text_key, tokens_key, masks_key, log_probs_key: output keys.
+        return_log_probs: write ``log_probs`` (default ``True``; must stay so with ``generate=False``).
+        device: where the outputs go (default: the model's device).
 
     Raises:
         ValueError: for a tokenizer without pad token, or prompts whose reply budget
@@ -86,7 +89,7 @@ class TransformersWrapper(LLMWrapperBase):
         self,
         model: Any,
         *,
-        tokenizer: Any,
+        tokenizer: Any = None,
         input_mode: InputMode = "history",
         input_key: NestedKey | None = None,
         attention_mask_key: NestedKey = ("masks", "all_attention_mask"),
@@ -102,7 +105,18 @@ class TransformersWrapper(LLMWrapperBase):
         tokens_key: NestedKey = "tokens",
         masks_key: NestedKey = "masks",
         log_probs_key: NestedKey = "log_probs",
+        return_log_probs: bool | None = None,
+        device: torch.device | str | None = None,
     ) -> None:
+        if isinstance(model, str):  # a local path or a hub name, as TorchRL's
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model) if tokenizer is None else tokenizer
+            model = AutoModelForCausalLM.from_pretrained(model)
+        if isinstance(tokenizer, str):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         super().__init__(
             tokenizer=tokenizer,
             input_mode=input_mode,
@@ -118,6 +132,8 @@ class TransformersWrapper(LLMWrapperBase):
             tokens_key=tokens_key,
             masks_key=masks_key,
             log_probs_key=log_probs_key,
+            return_log_probs=return_log_probs,
+            device=device,
         )
         from transformers import GenerationConfig
 
