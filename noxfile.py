@@ -1,11 +1,12 @@
 """Every check a developer or CI runs.
 
-``uv run nox`` runs the CI-sized set: one isolated test session per package
-(current Python, latest tensordict), the whole test set once more on
-tensordict 0.14, the cross-package integration tests, the recipe smoke runs,
-the learning gate (PPO and DQN must still solve CartPole-v1), lint and the wheel
-build. ``uv run nox -t matrix`` runs the package tests on every installed
-Python (3.10-3.13) against tensordict 0.14 and the latest.
+``uv run nox`` runs the default set: one isolated test session per package
+(current Python, latest tensordict), the cross-package integration tests and
+lint. ``uv run nox -t ci`` runs the slower checks CI adds after it: the fault
+suite (``tests/faults``), the whole test set once more on tensordict 0.14, the
+recipe smoke runs, the learning gate (PPO and DQN must still solve CartPole-v1)
+and the wheel build. ``uv run nox -t matrix`` runs the package tests on every
+installed Python (3.10-3.13) against tensordict 0.14 and the latest.
 ``uv run nox -s bench`` runs the benchmarks next to TorchRL 0.14.
 ``uv run nox -s conformance`` runs TorchRL 0.14's own test files against the packages
 (not in the default set: it takes about an hour) and rewrites docs/conformance.md.
@@ -37,15 +38,11 @@ UV = os.environ.get("UV", "uv")
 
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = [
-    *(f"tests-{p}" for p in PACKAGES),
-    "tests-tensordict-0.14",
-    "integration",
-    "recipes",
-    "learning",
-    "lint",
-    "build",
-]
+# `uv run nox` (the README's test command): every package alone, the packages together, lint.
+nox.options.sessions = [*(f"tests-{p}" for p in PACKAGES), "integration", "lint"]
+# `uv run nox -t ci` (CI runs it after the default set): the slower checks.
+CI_TAG = "ci"
+FAULTS = ROOT / "tests" / "faults"
 
 
 def _module(package: str) -> str:
@@ -95,13 +92,14 @@ def _assert_siblings_absent(session: nox.Session, package: str) -> None:
     )
 
 
-def _pytest(session: nox.Session, *test_dirs: Path) -> None:
+def _pytest(session: nox.Session, *test_dirs: Path, ignore: tuple[Path, ...] = ()) -> None:
     """Run pytest on the dirs that hold tests; say so plainly for those that hold none yet."""
     with_tests = [d for d in test_dirs if any(d.rglob("test_*.py"))]
     for empty in sorted(set(test_dirs) - set(with_tests)):
         session.log(f"no tests yet in {empty.relative_to(ROOT)}: nothing to run there")
     if with_tests:
-        session.run("python", "-m", "pytest", *map(str, with_tests), *session.posargs)
+        ignored = [f"--ignore={path}" for path in ignore]
+        session.run("python", "-m", "pytest", *map(str, with_tests), *ignored, *session.posargs)
 
 
 def _package_tests(session: nox.Session, package: str, tensordict: str) -> None:
@@ -125,22 +123,31 @@ for _package in PACKAGES:
         _package_tests(session, package, tensordict)
 
 
-@nox.session(name="tests-tensordict-0.14", python=CURRENT_PYTHON)
+@nox.session(name="tests-tensordict-0.14", python=CURRENT_PYTHON, tags=[CI_TAG])
 def tests_tensordict_014(session: nox.Session) -> None:
     """The whole test set (every package and the integration tests) on tensordict 0.14."""
     _sync_all(session)
     _use_tensordict(session, TENSORDICT_014)
-    _pytest(session, *(ROOT / "packages" / p / "tests" for p in PACKAGES), ROOT / "tests")
+    packages = (ROOT / "packages" / p / "tests" for p in PACKAGES)
+    _pytest(session, *packages, ROOT / "tests", ignore=(FAULTS,))
 
 
 @nox.session(python=CURRENT_PYTHON)
 def integration(session: nox.Session) -> None:
-    """Cross-package tests: every package installed together."""
+    """Cross-package tests: every package installed together (the fault suite runs apart)."""
     _sync_all(session)
-    _pytest(session, ROOT / "tests")
+    _pytest(session, ROOT / "tests", ignore=(FAULTS,))
 
 
-@nox.session(python=CURRENT_PYTHON)
+@nox.session(python=CURRENT_PYTHON, tags=[CI_TAG])
+def faults(session: nox.Session) -> None:
+    """The fault suite: crashed, stuck and stopped workers, full disks, corrupted files,
+    hostile hyperparameters, NaN/inf inputs (docs/reliability.md)."""
+    _sync_all(session)
+    _pytest(session, FAULTS)
+
+
+@nox.session(python=CURRENT_PYTHON, tags=[CI_TAG])
 def recipes(session: nox.Session) -> None:
     """Every recipe end to end with a tiny budget (``--smoke``)."""
     _sync_all(session)
@@ -152,7 +159,7 @@ def recipes(session: nox.Session) -> None:
             session.run("python", str(script), "--smoke", "--output-dir", f"{out}/{script.stem}")
 
 
-@nox.session(python=CURRENT_PYTHON)
+@nox.session(python=CURRENT_PYTHON, tags=[CI_TAG])
 def learning(session: nox.Session) -> None:
     """The learning gate: PPO and DQN on CartPole-v1, fixed seeds, must still solve it (~3 min)."""
     _sync_all(session)
@@ -168,7 +175,7 @@ def lint(session: nox.Session) -> None:
     session.run("python", "scripts/check_dependency_rule.py")
 
 
-@nox.session(python=CURRENT_PYTHON)
+@nox.session(python=CURRENT_PYTHON, tags=[CI_TAG])
 def build(session: nox.Session) -> None:
     """Build every wheel and sdist; install each wheel alone in a fresh venv and import it."""
     dist = Path(session.create_tmp()) / "dist"
