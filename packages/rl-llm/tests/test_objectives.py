@@ -9,7 +9,13 @@ import torch
 from tensordict import TensorDict, lazy_stack
 
 from rl_llm import ChatHistory, GRPOLoss, History, MCAdvantage, SFTLoss, TransformersWrapper
-from rl_llm.objectives import aggregate, clipped_surrogate, group_relative_advantage, kl_k3
+from rl_llm.objectives import (
+    aggregate,
+    clipped_surrogate,
+    group_relative_advantage,
+    k3_kl_token_estimate,
+    kl_k3,
+)
 from rl_llm.tiny import tiny_causal_lm, tiny_tokenizer
 
 PROMPTS = [
@@ -400,3 +406,12 @@ def test_on_policy_batch_has_unit_ratios_in_train_mode(tokenizer):
     out = GRPOLoss(scorer)(td)
     assert float(out.clip_fraction) == 0.0
     assert float(out.kl_approx) < 1e-10
+
+
+def test_k3_kl_token_estimate_matches_closed_form_and_checks_shapes():
+    student, teacher = torch.tensor([-1.0, -2.0, -0.3]), torch.tensor([-0.5, -2.5, -0.1])
+    d = teacher - student
+    torch.testing.assert_close(k3_kl_token_estimate(teacher, student), d.expm1() - d)
+    torch.testing.assert_close(k3_kl_token_estimate(teacher, student), kl_k3(student, teacher))
+    with pytest.raises(ValueError, match="same shape"):
+        k3_kl_token_estimate(torch.zeros(3), torch.zeros(4))

@@ -23,6 +23,7 @@ from rl_llm.objectives import (
     MCAdvantageSelector,
     SFTLoss,
     SFTLossOutput,
+    k3_kl_token_estimate,
 )
 from rl_llm.sandbox import PythonSandbox, SandboxResult
 from rl_llm.transforms import (
@@ -79,6 +80,7 @@ __all__ = [
     "__version__",
     "add_chat_template",
     "extract_answer",
+    "k3_kl_token_estimate",
     "make_arithmetic_problems",
     "normalize_answer",
 ]

@@ -4,6 +4,7 @@ from rl_llm.objectives.functional import (
     aggregate,
     clipped_surrogate,
     group_relative_advantage,
+    k3_kl_token_estimate,
     kl_k3,
 )
 from rl_llm.objectives.grpo import GRPOLoss, GRPOLossOutput
@@ -21,5 +22,6 @@ __all__ = [
     "aggregate",
     "clipped_surrogate",
     "group_relative_advantage",
+    "k3_kl_token_estimate",
     "kl_k3",
 ]

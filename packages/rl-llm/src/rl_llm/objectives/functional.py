@@ -74,6 +74,30 @@ def kl_k3(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
     return delta.exp() - delta - 1.0
 
 
+def k3_kl_token_estimate(target_log_prob: torch.Tensor, log_prob: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate ``exp(d) - 1 - d``, ``d = target_log_prob - log_prob`` (TorchRL's name).
+
+    Schulman's k3 ("Approximating KL Divergence", 2020): unbiased for
+    ``KL(p || target)`` when the tokens are samples of ``p`` (whose log-probs are
+    ``log_prob``), nonnegative, not reduced. Same as :func:`kl_k3` with the arguments
+    swapped, computed with ``expm1`` for precision near 0.
+
+    Raises:
+        ValueError: when the two tensors differ in shape.
+
+    Examples:
+        >>> k3_kl_token_estimate(torch.zeros(2), torch.zeros(2))
+        tensor([0., 0.])
+    """
+    if target_log_prob.shape != log_prob.shape:
+        raise ValueError(
+            f"target_log_prob and log_prob must have the same shape (one value per token), got "
+            f"{tuple(target_log_prob.shape)} and {tuple(log_prob.shape)}."
+        )
+    d = target_log_prob - log_prob
+    return d.expm1() - d
+
+
 def group_relative_advantage(
     returns: torch.Tensor, *, scale: bool = True, eps: float = 1e-6
 ) -> torch.Tensor:
