@@ -17,6 +17,8 @@ from rl_llm.modules import (
     TransformersWrapper,
 )
 from rl_llm.objectives import (
+    DistillationLoss,
+    DistillationLossOutput,
     GRPOLoss,
     GRPOLossOutput,
     MCAdvantage,
@@ -49,6 +51,8 @@ __all__ = [
     "ChatEnv",
     "ChatHistory",
     "DatasetChatEnv",
+    "DistillationLoss",
+    "DistillationLossOutput",
     "FormatReward",
     "GRPOLoss",
     "GRPOLossOutput",

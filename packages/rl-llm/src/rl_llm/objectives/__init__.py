@@ -1,5 +1,6 @@
 """LLM losses: GRPO (with Dr. GRPO and DAPO variants), group-relative advantages, SFT."""
 
+from rl_llm.objectives.distillation import DistillationLoss, DistillationLossOutput
 from rl_llm.objectives.functional import (
     aggregate,
     clipped_surrogate,
@@ -13,6 +14,8 @@ from rl_llm.objectives.mc_selector import MCAdvantageSelector
 from rl_llm.objectives.sft import SFTLoss, SFTLossOutput
 
 __all__ = [
+    "DistillationLoss",
+    "DistillationLossOutput",
     "GRPOLoss",
     "GRPOLossOutput",
     "MCAdvantage",

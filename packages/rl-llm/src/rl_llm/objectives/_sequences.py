@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from tensordict import NestedKey, TensorDictBase
+
+from rl_llm.data.history import History
+from rl_llm.modules.base import pad_right
 
 MaskingStrategy = Literal["sft", "rlhf", "generic"]
 
@@ -64,3 +67,23 @@ def token_mask(
         first = attention.long().cumsum(-1) == 1
         return attention & ~first
     raise ValueError(f"masking_strategy must be 'sft', 'rlhf' or 'generic', got {strategy!r}.")
+
+
+def render_history(actor: Any, history: History) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Renders conversations with ``actor``'s tokenizer and chat template.
+
+    Returns right-padded token ids, attention and assistant masks, each ``[B, L]``.
+    """
+    rows = [
+        history[i].apply_chat_template(
+            tokenizer=actor.tokenizer,
+            add_generation_prompt=False,
+            chat_template=actor.chat_template,
+            chat_template_name=actor.chat_template_name,
+            return_assistant_tokens_mask=True,
+        )
+        for i in range(history.batch_size[0])
+    ]
+    tokens, attention = pad_right([r["input_ids"] for r in rows], actor.pad_token_id)
+    assistant, _ = pad_right([r["assistant_masks"].bool() for r in rows], False)
+    return tokens, attention, assistant

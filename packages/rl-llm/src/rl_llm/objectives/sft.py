@@ -9,7 +9,8 @@ import torch
 from tensordict import NestedKey, TensorClass, TensorDictBase
 
 from rl_llm.data.history import History
-from rl_llm.modules.base import LLMWrapperBase, pad_right
+from rl_llm.modules.base import LLMWrapperBase
+from rl_llm.objectives._sequences import render_history
 from rl_llm.objectives.functional import kl_k3
 
 
@@ -96,20 +97,7 @@ class SFTLoss(torch.nn.Module):
 
     def tokenize(self, history: History) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Renders conversations; returns right-padded tokens, attention and assistant masks ``[B, L]``."""
-        actor = self.actor_network
-        rows = [
-            history[i].apply_chat_template(
-                tokenizer=actor.tokenizer,
-                add_generation_prompt=False,
-                chat_template=actor.chat_template,
-                chat_template_name=actor.chat_template_name,
-                return_assistant_tokens_mask=True,
-            )
-            for i in range(history.batch_size[0])
-        ]
-        tokens, attention = pad_right([r["input_ids"] for r in rows], actor.pad_token_id)
-        assistant, _ = pad_right([r["assistant_masks"].bool() for r in rows], False)
-        return tokens, attention, assistant
+        return render_history(self.actor_network, history)
 
     def forward(self, tensordict: TensorDictBase) -> SFTLossOutput:
         """Computes the loss on a batch of conversations."""
