@@ -92,6 +92,14 @@ def release(token: int | None) -> None:
         _live.pop(token, None)
 
 
+def written_fraction(storage: object) -> float:
+    """The part of a tensor storage's capacity that holds written items (those pages are real)."""
+    leaves = getattr(storage, "_leaves", None)
+    if not leaves:
+        return 1.0  # cleaned up / nothing allocated: nothing outstanding
+    return storage._filled / max(1, leaves[0].shape[storage.ndim - 1])
+
+
 def outstanding_bytes(pool: str) -> int:
     """Bytes reserved in ``pool`` by live owners and not yet backed by real pages."""
     with _lock:

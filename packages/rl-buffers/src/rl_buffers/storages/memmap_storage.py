@@ -14,7 +14,7 @@ import torch
 from rl_buffers import _memory
 from rl_buffers._layout import Layout
 from rl_buffers._memory import check_fits
-from rl_buffers.storages.tensor_storage import TensorStorage, _written_fraction
+from rl_buffers.storages.tensor_storage import TensorStorage
 
 _META = "storage.json"
 _STATE = "state.bin"
@@ -161,7 +161,7 @@ class LazyMemmapStorage(TensorStorage):
             raise
         if self._sparse_bytes:  # blocks not reserved: count the unwritten part as taken
             _memory.reserve(self, _memory.disk_pool(self.scratch_dir), self._sparse_bytes,
-                            _written_fraction)  # fmt: skip
+                            _memory.written_fraction)  # fmt: skip
         return leaves
 
     def _initialize(self, data) -> None:

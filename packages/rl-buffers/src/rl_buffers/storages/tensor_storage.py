@@ -26,13 +26,6 @@ def _as_index(index: Any) -> slice | torch.Tensor:
     return torch.as_tensor(list(index) if isinstance(index, range) else index, dtype=torch.long)
 
 
-def _written_fraction(storage: TensorStorage) -> float:
-    """The part of a storage's capacity that holds written items (those pages are real)."""
-    if not storage._leaves:
-        return 1.0  # cleaned up / nothing allocated: nothing outstanding
-    return storage._filled / max(1, storage._leaves[0].shape[storage.ndim - 1])
-
-
 class TensorStorage(Storage):
     """Items kept in one preallocated tensor per leaf, allocated on the first write.
 
@@ -237,7 +230,7 @@ class TensorStorage(Storage):
         ]
         if self.device.type == "cpu":  # pages come on first write: count the rest as taken
             nbytes = sum(b.numel() * b.element_size() for b in leaves)
-            _memory.reserve(self, _memory.ram_pool(), nbytes, _written_fraction)
+            _memory.reserve(self, _memory.ram_pool(), nbytes, _memory.written_fraction)
         return leaves
 
     def _initialize(self, data: Any) -> None:
