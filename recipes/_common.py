@@ -1,321 +1,52 @@
-"""Plumbing shared by every recipe: config parsing, logging, checkpoints, plots, summaries.
+"""Plumbing shared by every recipe: run folders, logging, checkpoints, plots, summaries.
 
 A recipe is one readable file: a config dataclass (each field carries a one-line
 docstring), then one linear training loop. Everything that is not the algorithm
-lives here, once.
-
-Example:
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class Config:
-    ...     env: str = "CartPole-v1"
-    ...     '''Gymnasium id of the environment.'''
-    ...     total_frames: int = 1000
-    ...     '''Frames to collect in total.'''
-    >>> parse_config(Config, ["--total-frames", "50"]).total_frames
-    50
+lives here, once. The flags themselves (:class:`RunConfig`, :func:`parse_config`, the range
+checks) live in the light ``_config`` module (standard library only, so that ``--help``
+answers before torch is imported) and are re-exported here.
 """
 
 from __future__ import annotations
 
-import argparse
-import ast
 import csv
 import dataclasses
 import errno
 import hashlib
-import inspect
-import itertools
 import json
 import math
 import os
 import random
+import shutil
 import struct
-import textwrap
+import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
+from _config import COMMON_FIELDS_DOC as COMMON_FIELDS_DOC
+from _config import FIELD_CHECKS as FIELD_CHECKS
+from _config import RunConfig as RunConfig
+from _config import any_float as any_float
+from _config import check_fields as check_fields
+from _config import field_checks as field_checks
+from _config import field_docs as field_docs
+from _config import finite_float as finite_float
+from _config import fraction as fraction
+from _config import nonnegative_float as nonnegative_float
+from _config import nonnegative_int as nonnegative_int
+from _config import not_nan as not_nan
+from _config import open_unit_interval as open_unit_interval
+from _config import parse_config as parse_config
+from _config import positive_float as positive_float
+from _config import positive_int as positive_int
+from _config import positive_or_inf as positive_or_inf
+from _config import unit_interval as unit_interval
 from torch import nn
-
-C = TypeVar("C")
-
-COMMON_FIELDS_DOC = {
-    "smoke": "Run a tiny budget (seconds) to check the recipe end to end.",
-    "resume": "Checkpoint file to continue from, exactly where it stopped.",
-    "output_dir": "Folder for logs, checkpoints, the learning curve and the summary.",
-}
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """Map each dataclass field to the docstring written on the line after it.
-
-    Base dataclasses are read too (along the MRO), so fields a recipe inherits from
-    :class:`RunConfig` keep their docs; a subclass that re-documents a field wins.
-    """
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if "__dataclass_fields__" in vars(klass):
-            docs.update(_own_field_docs(klass))
-    return docs
-
-
-def _own_field_docs(cls: type) -> dict[str, str]:
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-            and isinstance(nxt.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
-
-
-def _number(text: str | float, kind: type, expected: str) -> Any:
-    """``text`` (a flag's string, or a value from a preset or a default) as ``kind``."""
-    try:
-        if isinstance(text, bool):
-            raise ValueError
-        value = kind(text)
-        if kind is int and isinstance(text, float) and text != value:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-    return value
-
-
-def _checked(kind: type, expected: str, ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
-    def check(text: str | float) -> Any:
-        value = _number(text, kind, expected)
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    check.__name__ = expected  # argparse names the type in its own messages
-    return check
-
-
-positive_int = _checked(int, "an integer > 0", lambda x: x > 0)
-"""Sizes, counts and intervals (``--batch-size``, ``--checkpoint-every``): an integer > 0."""
-nonnegative_int = _checked(int, "an integer >= 0", lambda x: x >= 0)
-"""Seeds and warm-up budgets: an integer >= 0."""
-positive_float = _checked(float, "a finite number > 0", lambda x: math.isfinite(x) and x > 0)
-"""Learning rates, clip norms, scales: finite and > 0."""
-nonnegative_float = _checked(float, "a finite number >= 0", lambda x: math.isfinite(x) and x >= 0)
-"""Coefficients and noise scales: finite and >= 0."""
-unit_interval = _checked(float, "a number in [0, 1]", lambda x: 0.0 <= x <= 1.0)
-"""Discounts, lambdas, probabilities: in [0, 1] (NaN fails every comparison)."""
-fraction = _checked(float, "a number in (0, 1]", lambda x: 0.0 < x <= 1.0)
-"""Polyak ``tau`` (0 would never move the target network): in (0, 1]."""
-open_unit_interval = _checked(float, "a number in (0, 1)", lambda x: 0.0 < x < 1.0)
-"""IQL's expectile, a confidence level: strictly between 0 and 1."""
-finite_float = _checked(float, "a finite number", math.isfinite)
-"""Any finite number (an initial log-std, a threshold)."""
-positive_or_inf = _checked(float, "a number > 0 (inf: none)", lambda x: x > 0)
-"""A clip bound where ``inf`` means no clipping (``--obs-clip``, V-trace's thresholds)."""
-not_nan = _checked(float, "a number (inf allowed, not NaN)", lambda x: not math.isnan(x))
-"""A target return (``inf``: never stop early)."""
-any_float = _checked(float, "a number", lambda x: True)
-"""A float whose NaN has a meaning (e.g. "none")."""
-
-FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
-    **dict.fromkeys(
-        ["total_frames", "frames_per_batch", "batch_size", "minibatch_size", "num_envs",
-         "epochs", "num_updates", "buffer_size", "hidden", "critic_hidden", "disc_hidden",
-         "hidden_dim", "rnn_hidden_dim", "state_dim", "checkpoint_every", "eval_every",
-         "eval_episodes", "log_every", "num_steps", "collect_envs", "dataset_frames",
-         "medium_frames", "expert_frames", "target_update_interval", "policy_delay",
-         "annealing_frames", "torch_threads", "num_workers", "n_agents", "num_qvalue_nets",
-         "n_head", "n_layer", "n_embd", "context", "group_size", "action_repeat",
-         "batch_length", "batches_per_update", "eval_envs", "eval_problems",
-         "imagination_horizon", "max_new_tokens", "max_operand", "max_steps",
-         "mixing_embed_dim", "num_categoricals", "num_classes", "num_minibatches",
-         "prompts_per_step", "reps", "seeds", "jobs", "sft_batch", "sft_problems",
-         "dataset_episodes", "updates", "updates_per_batch", "sub_sample_len", "frame_skip",
-         "num_random"],
-        positive_int,
-    ),
-    **dict.fromkeys(
-        ["seed", "first_seed", "init_random_frames", "bn_warmup_steps", "obs_norm_frames",
-         "bc_steps", "sft_steps", "warmup_updates"],
-        nonnegative_int,
-    ),
-    **dict.fromkeys(
-        ["gamma", "gae_lambda", "lmbda", "reward_gamma", "eps_init", "eps_end", "beta",
-         "bn_momentum"],
-        unit_interval,
-    ),
-    "tau": fraction,
-    "expectile": open_unit_interval,
-    "confidence": open_unit_interval,
-    **dict.fromkeys(["dropout", "adam_beta1"], _checked(float, "a number in [0, 1)",
-                                                          lambda x: 0.0 <= x < 1.0)),
-    **dict.fromkeys(
-        ["lr", "actor_lr", "critic_lr", "disc_lr", "sft_lr", "value_lr", "world_model_lr",
-         "max_grad_norm", "grad_clip", "alpha_init", "utd_ratio", "reward_scale",
-         "return_scale", "temperature", "clip_epsilon"],
-        positive_float,
-    ),
-    **dict.fromkeys(
-        ["entropy_coeff", "critic_coeff", "min_q_weight", "weight_decay", "free_nats",
-         "gp_lambda", "exploration_noise", "policy_noise", "noise_clip", "alpha"],
-        nonnegative_float,
-    ),
-    **dict.fromkeys(["obs_clip", "c_thresh", "rho_thresh"], positive_or_inf),
-    **dict.fromkeys(["log_std_init", "lagrange_thresh"], finite_float),
-    "target_return": not_nan,
-    "threshold": any_float,
-}  # fmt: skip
-"""The check of each numeric recipe flag, by field name; a recipe adds or overrides entries
-with its ``Config.CHECKS``. Any other float refuses NaN. ``tests/test_recipes_common.py``
-fails when a recipe adds a numeric field that has no entry here."""
-
-
-def field_checks(cls: type) -> dict[str, Callable[[Any], Any]]:
-    """The check of every numeric field of the config class ``cls`` (see :data:`FIELD_CHECKS`)."""
-    own = getattr(cls, "CHECKS", {})
-    checks: dict[str, Callable[[Any], Any]] = {}
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
-        kind = type(field.default)
-        if field.name in own or field.name in FIELD_CHECKS:
-            checks[field.name] = own.get(field.name, FIELD_CHECKS.get(field.name))
-        elif kind is float:
-            checks[field.name] = not_nan
-    return checks
-
-
-def check_fields(cls: type, values: dict[str, Any]) -> None:
-    """Raise a ``ValueError`` naming the flag of the first value outside its range."""
-    for name, check in field_checks(cls).items():
-        if name not in values:
-            continue
-        try:
-            check(values[name])
-        except argparse.ArgumentTypeError as err:
-            flag = "--" + name.replace("_", "-")
-            raise ValueError(
-                f"{flag} {values[name]!r}: {err}. Pass {flag} with a value in that range."
-            ) from None
-
-
-@dataclasses.dataclass
-class RunConfig:
-    """The fields every recipe shares; a recipe's ``Config`` subclasses it and adds its own.
-
-    A recipe overrides a default by restating the field (``output_dir: str = "runs/sac"``);
-    its doc is inherited unless the recipe writes a new one under it.
-    """
-
-    seed: int = 0
-    """Seed of every RNG and of the envs."""
-    torch_threads: int = 1
-    """CPU threads for torch (small MLPs run fastest on one)."""
-    eval_every: int = 10_000
-    """Frames between deterministic evaluations."""
-    eval_episodes: int = 5
-    """Episodes per evaluation."""
-    target_return: float = float("inf")
-    """Stop early once a deterministic evaluation reaches this return (inf: never)."""
-    checkpoint_every: int = 50_000
-    """Frames between checkpoints."""
-    output_dir: str = "runs"
-    """Folder for logs, checkpoints, the learning curve and the summary."""
-    resume: str = ""
-    """Checkpoint to continue from, exactly where it stopped."""
-    smoke: bool = False
-    """Run a tiny budget to check the recipe end to end."""
-    preset: str = ""
-    """A named setting of the recipe (its ``PRESETS``); explicit flags still override it."""
-
-    SMOKE: ClassVar[dict[str, object]] = {}
-    PRESETS: ClassVar[dict[str, dict[str, object]]] = {}
-    CHECKS: ClassVar[dict[str, Callable[[Any], Any]]] = {}
-    """Checks of this recipe's numeric fields that differ from :data:`FIELD_CHECKS`."""
-    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset(
-        {"total_frames", "num_steps", "updates", "output_dir", "resume", "smoke", "preset",
-         "torch_threads", "eval_every", "eval_episodes", "checkpoint_every", "target_return",
-         "log_every", "compile", "kernels", "device"}
-    )  # fmt: skip
-    """Flags a resumed run may change: the budget and the run's plumbing, not the algorithm."""
-
-    def __post_init__(self) -> None:
-        check_fields(type(self), dataclasses.asdict(self))
-        self.validate()
-
-    def validate(self) -> None:
-        """Checks across fields (a recipe overrides it); raise a ``ValueError`` naming the flags."""
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
-def parse_config(cls: type[C], argv: Sequence[str] | None = None) -> C:
-    """Build ``cls`` from command-line flags (``--total-frames 1000``), one flag per field.
-
-    Boolean fields take a value (``--anneal-lr false``) or stand alone for true (``--smoke``).
-    ``--preset NAME`` applies ``cls.PRESETS[NAME]``, then ``--smoke`` applies ``cls.SMOKE``
-    (dicts of overrides), then the explicit flags.
-    """
-    docs = field_docs(cls)
-    checks = field_checks(cls)
-    parser = argparse.ArgumentParser(
-        description=(inspect.getdoc(cls) or "").split("\n")[0],
-    )
-    for field in _recipe_fields_first(cls):
-        default = field.default
-        kind = type(default) if default is not None else str
-        # a bare boolean flag (``--smoke``) means true; ``--smoke false`` still reads a value
-        flag_only = {"nargs": "?", "const": True} if kind is bool else {}
-        parser.add_argument(
-            "--" + field.name.replace("_", "-"),
-            type=_parse_bool if kind is bool else checks.get(field.name, kind),
-            default=None,
-            help=f"{docs.get(field.name, COMMON_FIELDS_DOC.get(field.name, ''))} (default: {default})",
-            **flag_only,
-        )
-    args = vars(parser.parse_args(argv))
-    values = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    presets = getattr(cls, "PRESETS", {})
-    if args.get("preset"):
-        if args["preset"] not in presets:
-            known = ", ".join(sorted(presets)) or "none"
-            parser.error(f"unknown --preset {args['preset']!r}; this recipe's presets: {known}")
-        values.update(presets[args["preset"]])
-    if args.get("smoke"):
-        values.update(getattr(cls, "SMOKE", {}))
-    values.update({k: v for k, v in args.items() if v is not None})
-    try:  # presets, smoke budgets and defaults are checked too, before any work
-        check_fields(cls, values)
-        return cls(**values)
-    except ValueError as err:
-        parser.error(str(err))
-
-
-def _recipe_fields_first(cls: type) -> list[dataclasses.Field[Any]]:
-    """The fields new in ``cls`` first (the algorithm's), then the inherited shared ones."""
-    inherited = {
-        f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
-        for f in dataclasses.fields(base)
-    }  # fmt: skip
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    return [f for f in fields if f.name not in inherited] + [
-        f for f in fields if f.name in inherited
-    ]
 
 
 def orthogonal_init(mlp: nn.Module, last_gain: float) -> None:
@@ -361,7 +92,7 @@ _SEAL_LEN = len(_SEAL) + 64
 _EOCD = b"PK\x05\x06"  # the ZIP end-of-central-directory record (22 bytes, then the comment)
 DATA_ENTRIES = frozenset(
     {"buffer", "collector", "rng", "config", "frames", "wall", "eval_return", "next_eval",
-     "next_ckpt"}
+     "next_ckpt", "best"}
 )  # fmt: skip
 """Checkpoint entries that hold data or counters, not learned state: not checked for
 finiteness (an evaluation return is NaN before the first evaluation)."""
@@ -931,13 +662,20 @@ def evaluate(env: Any, policy: Any, episodes: int, seed: int | None = None) -> f
 class RunLogger:
     """Scalars to a tidy CSV (frames, name, value) and TensorBoard, plus a tqdm progress bar.
 
+    The bar's total follows the stopping rule: ``total_frames`` when only the budget stops
+    the run (an honest ETA); when a finite ``target_return`` can stop it earlier, the bar
+    counts frames with no total and no ETA, and says what it runs until.
+
     Args:
         output_dir: where ``metrics.csv`` and the TensorBoard events go.
-        total_frames: length of the progress bar.
+        total_frames: the run's budget (the bar's length when no target can stop it early).
         start_frames: frames already done (when resuming).
+        target_return: the evaluation return that stops the run early (inf: none).
+        unit: what the bar counts.
     """
 
-    def __init__(self, output_dir: Path, total_frames: int, start_frames: int = 0) -> None:
+    def __init__(self, output_dir: Path, total_frames: int, start_frames: int = 0,
+                 target_return: float = math.inf, unit: str = "frames") -> None:  # fmt: skip
         from torch.utils.tensorboard import SummaryWriter
         from tqdm import tqdm
 
@@ -953,7 +691,11 @@ class RunLogger:
         # TensorBoard hides the events a resumed run logs again (steps after the checkpoint)
         purge = {"purge_step": start_frames + 1} if start_frames > 0 else {}
         self._tb = SummaryWriter(str(output_dir / "tensorboard"), **purge)
-        self._bar = tqdm(total=total_frames, initial=start_frames, unit="frames", smoothing=0.1)
+        if math.isinf(target_return):
+            bar: dict[str, Any] = {"total": total_frames}
+        else:  # the target may stop the run at any evaluation: an ETA would be a guess
+            bar = {"total": None, "desc": f"until eval >= {target_return:g} (or {total_frames:,})"}
+        self._bar = tqdm(initial=start_frames, unit=unit, smoothing=0.1, **bar)
         self.latest: dict[str, float] = {}
 
     def log(self, frames: int, **scalars: float) -> None:
@@ -1101,11 +843,17 @@ def finish_run(
     env: str,
     frames: int,
     eval_return: float,
+    keeper: RunKeeper | None = None,
+    snapshot: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, object]:
-    """End a run: stop the collector, close the logs, plot the curve, print and write the summary.
+    """End a run: the final checkpoint (``keeper``, from ``snapshot()``), stop the collector,
+    close the logs, plot the curve, print and write the summary, then the line saying why the
+    run stopped (exit 130 after a Ctrl-C).
 
-    Returns the summary (``algo``, ``env``, ``frames``, ``wall_clock_s``, ``final_eval_return``).
+    Returns the summary (``algo``, ``env``, ``frames``, ``wall_clock_s``, ``final_eval_return``;
+    with a ``keeper``: ``stop_reason``, ``final_checkpoint``, ``best_checkpoint``).
     """
+    ends = keeper.finish(frames, eval_return, snapshot) if keeper is not None else {}
     collector.shutdown()
     logger.close()
     plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"{algo.upper()} {env}")
@@ -1115,6 +863,201 @@ def finish_run(
         "frames": frames,
         "wall_clock_s": round(clock.elapsed(), 1),
         "final_eval_return": eval_return,
+        **ends,
     }
     print(write_summary(out, **summary))
+    if keeper is not None:
+        keeper.announce()
     return summary
+
+
+# -- run folders: never lose a run -------------------------------------------------------
+
+RUNS_ROOT = Path("runs")
+"""Where runs go unless ``--output-dir`` says otherwise: ``runs/<algo>/<start time>``."""
+RUN_FILES = ("checkpoint.pt", "best.pt", "summary.json", "metrics.csv")
+"""Files that mark a folder as holding a run: reusing it needs ``--resume`` or ``--overwrite``."""
+_REPLACED = (*RUN_FILES, "learning_curve.png", "checkpoint.pt.tmp", "best.pt.tmp")
+
+
+class RunFolderError(SystemExit):
+    """The output folder already holds a run and neither ``--resume`` nor ``--overwrite`` was
+    given. A usage error, like a bad flag: the script prints the message and exits (code 1)."""
+
+
+def run_folder(cfg: RunConfig, algo: str) -> Path:
+    """This run's folder, created; ``cfg.output_dir`` is set to it. Call it once per run.
+
+    - ``--output-dir D``: ``D`` itself.
+    - ``--resume C`` (no ``--output-dir``): the folder of the checkpoint ``C``.
+    - otherwise a new ``runs/<algo>/<start time>`` (or ``--run-name``), and
+      ``runs/<algo>/latest`` points at it; ``--smoke`` makes ``runs/<algo>/smoke-<start time>``
+      and leaves ``latest`` alone, so a smoke test never touches a real run.
+
+    A folder that already holds a run (:data:`RUN_FILES`) is reused only with ``--resume``
+    (continue it) or ``--overwrite`` (its run files and TensorBoard events are removed first).
+
+    Raises:
+        RunFolderError: the folder holds a run, naming both flags.
+
+    Example:
+        >>> import os, tempfile
+        >>> os.chdir(tempfile.mkdtemp())
+        >>> cfg = RunConfig(run_name="first")
+        >>> str(run_folder(cfg, "toy")), os.readlink("runs/toy/latest")
+        ('runs/toy/first', 'first')
+    """
+    done = getattr(cfg, "_run_folder", None)
+    if done is not None:
+        return done
+    root = RUNS_ROOT / algo
+    named = not cfg.output_dir and not cfg.resume
+    if cfg.output_dir:
+        out = Path(cfg.output_dir)
+    elif cfg.resume:
+        out = Path(cfg.resume).resolve().parent
+    elif cfg.run_name:
+        out = root / cfg.run_name
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = root / (f"smoke-{stamp}" if cfg.smoke else stamp)
+        suffix = 1
+        while out.exists():  # two runs started in the same second
+            suffix += 1
+            out = root / (f"smoke-{stamp}-{suffix}" if cfg.smoke else f"{stamp}-{suffix}")
+    held = [name for name in RUN_FILES if (out / name).exists()]
+    if held and not cfg.resume and not cfg.overwrite:
+        raise RunFolderError(
+            f"error: {out} already holds a run ({', '.join(held)}); nothing was written. Pass "
+            f"--resume {out / 'checkpoint.pt'} to continue it, --overwrite to replace it, or "
+            "another --output-dir (or --run-name) for a new run."
+        )
+    if cfg.overwrite:
+        for name in _REPLACED:
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "tensorboard", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    if named and not cfg.smoke:
+        _point_latest(root, out.name)
+    cfg.output_dir = str(out)
+    object.__setattr__(cfg, "_run_folder", out)
+    return out
+
+
+def _point_latest(root: Path, name: str) -> None:
+    """``root/latest`` -> ``name`` (relative), replaced atomically; skipped where symlinks fail."""
+    tmp = root / f".latest-{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(name, target_is_directory=True)
+        os.replace(tmp, root / "latest")
+    except OSError:  # e.g. a file system without symlinks: the run itself is unaffected
+        tmp.unlink(missing_ok=True)
+
+
+class RunKeeper:
+    """A run's checkpoints and its end: ``checkpoint.pt`` (periodic, then final), ``best.pt``
+    (the best evaluation's), and why the run stopped.
+
+    A recipe's loop gives it a ``snapshot()`` function returning the checkpoint's state
+    (everything to resume), saves periodic checkpoints with :meth:`save`, reports each
+    evaluation to :meth:`evaluated` (which saves ``best.pt`` when the return is the best so
+    far, without the replay buffer), catches ``KeyboardInterrupt`` to set :attr:`interrupted`,
+    and ends with :meth:`finish` (the final checkpoint; the summary's fields) and
+    :meth:`announce` (the last line: why it stopped).
+
+    Args:
+        out: the run's folder.
+        cfg: the run's config (its ``target_return``).
+        budget: the run's planned length (frames, or steps offline).
+        state: the checkpoint resumed from (it carries the best evaluation so far).
+        unit: what ``frames`` counts, for the messages ("frames", "gradient steps").
+    """
+
+    def __init__(self, out: Path, cfg: RunConfig, budget: int, state: dict[str, Any] | None = None,
+                 unit: str = "frames") -> None:  # fmt: skip
+        self.out, self.target, self.budget, self.unit = out, cfg.target_return, budget, unit
+        best = (state or {}).get("best") or {}
+        self.best_return: float = best.get("eval_return", -math.inf)
+        self.best_frames: int | None = best.get("frames")
+        self.saved_frames: int | None = (state or {}).get("frames")
+        self.interrupted = False
+        self._reason = ""
+        until = f"{budget:,} {unit}"
+        if not math.isinf(self.target):
+            until = f"eval return >= {self.target:g} or {until}"
+        print(f"run folder {out}: training until {until}; Ctrl-C stops and saves", flush=True)
+
+    @property
+    def path(self) -> Path:
+        """The periodic and final checkpoint, ``<out>/checkpoint.pt``."""
+        return self.out / "checkpoint.pt"
+
+    @property
+    def best_path(self) -> Path:
+        """The best evaluation's checkpoint, ``<out>/best.pt``."""
+        return self.out / "best.pt"
+
+    def _best_entry(self) -> dict[str, Any]:
+        return {"eval_return": self.best_return, "frames": self.best_frames}
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Write ``state`` (a snapshot) to ``checkpoint.pt``, with the best evaluation so far."""
+        save_checkpoint(self.path, {**state, "best": self._best_entry()})
+        self.saved_frames = state.get("frames")
+
+    def evaluated(self, frames: int, eval_return: float,
+                  snapshot: Callable[[], dict[str, Any]]) -> None:  # fmt: skip
+        """Record an evaluation; a new best writes ``best.pt`` (the snapshot, no replay buffer)."""
+        if not eval_return > self.best_return:  # NaN never counts as best
+            return
+        self.best_return, self.best_frames = eval_return, frames
+        state = {k: v for k, v in snapshot().items() if k != "buffer"}
+        save_checkpoint(self.best_path, {**state, "best": self._best_entry()})
+
+    def finish(self, frames: int, eval_return: float,
+               snapshot: Callable[[], dict[str, Any]] | None) -> dict[str, Any]:  # fmt: skip
+        """Save the final checkpoint (unless the last one is already at ``frames``); return the
+        summary's fields: why the run stopped, and both checkpoints."""
+        final_saved = True
+        if snapshot is not None and self.saved_frames != frames:
+            try:
+                self.save(snapshot())
+            except (Exception, KeyboardInterrupt) as err:  # a second Ctrl-C, a dead worker
+                final_saved = False
+                print(f"could not save the final checkpoint ({type(err).__name__}: {err})",
+                      file=sys.stderr)  # fmt: skip
+        if self.interrupted:
+            reason = "interrupted"
+            self._reason = f"interrupted (Ctrl-C) at {frames:,} {self.unit}"
+        elif eval_return >= self.target:
+            reason = "target_reached"
+            self._reason = (f"target reached at {frames:,} {self.unit}: eval return "
+                            f"{eval_return:.1f} >= {self.target:g}")  # fmt: skip
+        else:
+            reason = "budget_done"
+            self._reason = f"budget done: {frames:,} of {self.budget:,} {self.unit}"
+        if final_saved and self.path.is_file():
+            self._reason += f"; final checkpoint {self.path}"
+        if self.best_frames is not None:
+            self._reason += (f"; best {self.best_path} (eval return {self.best_return:.1f} at "
+                             f"{self.best_frames:,} {self.unit})")  # fmt: skip
+        return {
+            "stop_reason": reason,
+            "final_checkpoint": {
+                "path": str(self.path) if self.path.is_file() else None,
+                "frames": self.saved_frames,
+                "eval_return": eval_return,
+            },
+            "best_checkpoint": {
+                "path": str(self.best_path) if self.best_frames is not None else None,
+                "frames": self.best_frames,
+                "eval_return": self.best_return if self.best_frames is not None else None,
+            },
+        }
+
+    def announce(self) -> None:
+        """Print the run's last line, why it stopped; exit with 130 (as Ctrl-C) if interrupted."""
+        print(f"stopped: {self._reason}", flush=True)
+        if self.interrupted:
+            raise SystemExit(130)

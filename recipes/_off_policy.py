@@ -5,8 +5,9 @@ gradient step, returning the scalars to log), then hands them to :func:`train_of
 in an :class:`OffPolicyRun`. The loop collects a batch, stores it in the replay buffer,
 runs ``num_updates`` updates once ``init_random_frames`` are collected, evaluates every
 ``eval_every`` frames, checkpoints every ``checkpoint_every`` frames (everything in
-``stateful``, the buffer, the collector with the env's live state, the counters) and
-resumes from ``cfg.resume`` exactly where a run stopped.
+``stateful``, the buffer, the collector with the env's live state, the counters), keeps
+the best evaluation's checkpoint (``best.pt``), saves a final checkpoint when it stops
+(budget, target or Ctrl-C) and resumes from ``cfg.resume`` exactly where a run stopped.
 
 Example (the skeleton of a recipe's ``main``)::
 
@@ -22,12 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from _common import (
     RunConfig,
+    RunKeeper,
     RunLogger,
     Stopwatch,
     buffer_state_dict,
@@ -37,14 +38,14 @@ from _common import (
     load_buffer_state_dict,
     load_checkpoint,
     run_counters,
-    save_checkpoint,
+    run_folder,
 )
 
 STORED_KEYS = ("observation", "action", "next")
 """What the off-policy losses read from a transition (the policy's extra outputs are dropped)."""
 
 RESERVED = {"buffer", "collector", "config", "frames", "wall", "eval_return", "next_eval",
-            "next_ckpt", "rng"}  # fmt: skip
+            "next_ckpt", "rng", "best"}  # fmt: skip
 """Checkpoint entries the loop writes itself."""
 
 
@@ -85,7 +86,7 @@ def train_off_policy(cfg: RunConfig, run: OffPolicyRun) -> dict[str, object]:
     clash = RESERVED & set(run.stateful)
     if clash:
         raise ValueError(f"stateful names {sorted(clash)} clash with the checkpoint's own entries")
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, run.algo)
     state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     if state is not None:
         for name, obj in run.stateful.items():
@@ -93,51 +94,54 @@ def train_off_policy(cfg: RunConfig, run: OffPolicyRun) -> dict[str, object]:
         load_buffer_state_dict(run.buffer, state["buffer"])
         run.collector.load_state_dict(state["collector"])
     counters = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=counters.frames)  # type: ignore[attr-defined]
+    total_frames: int = cfg.total_frames  # type: ignore[attr-defined]
+    logger = RunLogger(out, total_frames, counters.frames, cfg.target_return)
     clock = Stopwatch(counters.wall)
 
-    for batch in run.collector:
-        counters.frames += batch.numel()
-        run.buffer.extend(batch.reshape(-1).select(*STORED_KEYS))
-        if run.on_batch is not None:
-            run.on_batch(batch)
-        logger.log_episodes(counters.frames, batch)
-        if counters.frames >= cfg.init_random_frames and run.num_updates > 0:  # type: ignore[attr-defined]
-            for _ in range(run.num_updates):
-                scalars = run.update(run.buffer.sample())
-            logger.log(counters.frames, **{k: _item(v) for k, v in scalars.items()})
-        if counters.frames >= counters.next_eval:
-            counters.next_eval += cfg.eval_every
-            counters.eval_return = evaluate(
-                run.eval_env, run.eval_policy, cfg.eval_episodes, seed=cfg.seed + 10_000
-            )
-            logger.log(counters.frames, **{"eval/return": counters.eval_return})
-        stop = (
-            counters.frames >= cfg.total_frames  # type: ignore[attr-defined]
-            or counters.eval_return >= cfg.target_return
-        )
-        if counters.frames >= counters.next_ckpt or stop:
-            while counters.next_ckpt <= counters.frames:
-                counters.next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    **{name: obj.state_dict() for name, obj in run.stateful.items()},
-                    "buffer": buffer_state_dict(run.buffer),
-                    "collector": run.collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=counters.frames,
-                        wall=clock.elapsed(),
-                        eval_return=counters.eval_return,
-                        next_eval=counters.next_eval,
-                        next_ckpt=counters.next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if stop:
-            break
+    def snapshot() -> dict[str, Any]:
+        return {
+            **{name: obj.state_dict() for name, obj in run.stateful.items()},
+            "buffer": buffer_state_dict(run.buffer),
+            "collector": run.collector.state_dict(),
+            **counters_state(
+                cfg,
+                frames=counters.frames,
+                wall=clock.elapsed(),
+                eval_return=counters.eval_return,
+                next_eval=counters.next_eval,
+                next_ckpt=counters.next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, total_frames, state)
+    try:
+        for batch in run.collector:
+            counters.frames += batch.numel()
+            run.buffer.extend(batch.reshape(-1).select(*STORED_KEYS))
+            if run.on_batch is not None:
+                run.on_batch(batch)
+            logger.log_episodes(counters.frames, batch)
+            if counters.frames >= cfg.init_random_frames and run.num_updates > 0:  # type: ignore[attr-defined]
+                for _ in range(run.num_updates):
+                    scalars = run.update(run.buffer.sample())
+                logger.log(counters.frames, **{k: _item(v) for k, v in scalars.items()})
+            if counters.frames >= counters.next_eval:
+                counters.next_eval += cfg.eval_every
+                counters.eval_return = evaluate(
+                    run.eval_env, run.eval_policy, cfg.eval_episodes, seed=cfg.seed + 10_000
+                )
+                logger.log(counters.frames, **{"eval/return": counters.eval_return})
+                keeper.evaluated(counters.frames, counters.eval_return, snapshot)
+            stop = counters.frames >= total_frames or counters.eval_return >= cfg.target_return
+            if counters.frames >= counters.next_ckpt or stop:
+                while counters.next_ckpt <= counters.frames:
+                    counters.next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(batch.numel())
+            if stop:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         run.collector,
         logger,
@@ -147,4 +151,6 @@ def train_off_policy(cfg: RunConfig, run: OffPolicyRun) -> dict[str, object]:
         env=cfg.env,  # type: ignore[attr-defined]
         frames=counters.frames,
         eval_return=counters.eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )

@@ -5,14 +5,15 @@ local Minari dataset), builds its networks, loss, optimizers and one ``update(sa
 function, then hands them to :func:`train_offline` in an :class:`OfflineRun`. The loop
 samples ``batch_size`` transitions per gradient step, evaluates the policy in the env every
 ``eval_every`` steps (return, and the D4RL-normalised score when the dataset's reference
-returns are known), checkpoints every ``checkpoint_every`` steps and resumes from
+returns are known), checkpoints every ``checkpoint_every`` steps (and when it stops: budget,
+target or Ctrl-C; ``best.pt`` keeps the best evaluation's) and resumes from
 ``cfg.resume`` exactly where it stopped. Offline, the progress counter is gradient steps:
 ``eval_every`` and ``checkpoint_every`` count steps, not frames.
 
 Example (the skeleton of a recipe's ``main``)::
 
     cfg = parse_config(Config, argv)
-    env, buffer, references = setup_offline(cfg)
+    env, buffer, references = setup_offline(cfg, "iql")
     ...  # networks, loss, optimizers, update()
     run = OfflineRun(algo="iql", update=update, eval_policy=actor, stateful={...})
     return train_offline(cfg, run, env, buffer, references)
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 from _common import (
-    RunConfig,
+    RunKeeper,
     RunLogger,
     ScalarMeans,
     Stopwatch,
@@ -38,10 +39,13 @@ from _common import (
     make_base_env,
     plot_learning_curve,
     run_counters,
-    save_checkpoint,
+    run_folder,
     seed_everything,
     write_summary,
 )
+from _config import SMOKE_OFFLINE as SMOKE_OFFLINE
+from _config import OfflineConfig as OfflineConfig
+from _config import smoke_overrides as smoke_overrides
 from tensordict import TensorDictBase
 
 from rl_buffers.datasets import (
@@ -53,47 +57,8 @@ from rl_buffers.datasets import (
 )
 from rl_envs import Compose, DoubleToFloat, RewardSum, StepCounter, TransformedEnv
 
-SMOKE_OFFLINE: dict[str, object] = {
-    "env": "Pendulum-v1",
-    "dataset": "",
-    "num_steps": 40,
-    "batch_size": 32,
-    "log_every": 10,
-    "eval_every": 40,
-    "eval_episodes": 1,
-    "checkpoint_every": 20,
-}
-"""What every offline recipe's ``SMOKE`` starts from: an empty ``dataset`` makes a tiny one."""
-
-RESERVED = {"config", "frames", "wall", "eval_return", "next_eval", "next_ckpt", "rng"}
+RESERVED = {"config", "frames", "wall", "eval_return", "next_eval", "next_ckpt", "rng", "best"}
 """Checkpoint entries the loop writes itself."""
-
-
-@dataclass
-class OfflineConfig(RunConfig):
-    """The fields every offline recipe shares (a recipe's ``Config`` subclasses it)."""
-
-    env: str = "HalfCheetah-v5"
-    """Gymnasium id of the task the dataset was recorded on (evaluation env)."""
-    dataset: str = "runs/make_dataset/d4rl/halfcheetah-medium-v0.hdf5"
-    """A D4RL HDF5 file, or a Minari id (e.g. local/halfcheetah/medium-v0) with --minari-root."""
-    minari_root: str = ""
-    """Minari's datasets folder; set it to read --dataset as a Minari id."""
-    references: str = ""
-    """JSON of random/expert returns for normalised scores (default: make_dataset's, found
-    next to the dataset)."""
-    num_steps: int = 100_000
-    """Gradient steps in total."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    reward_scale: float = 1.0
-    """Factor applied to the dataset's rewards before each update."""
-    log_every: int = 1_000
-    """Gradient steps between two log lines of the losses (their means)."""
-    eval_every: int = 10_000
-    """Gradient steps between deterministic evaluations."""
-    checkpoint_every: int = 50_000
-    """Gradient steps between checkpoints."""
 
 
 @dataclass
@@ -250,8 +215,10 @@ def normalized_score(ret: float, references: Mapping[str, Any] | None) -> float:
     return 100.0 * (ret - low) / (high - low)
 
 
-def setup_offline(cfg: OfflineConfig) -> tuple[TransformedEnv, DatasetReplayBuffer, Any]:
-    """Seed, set threads, make the smoke dataset if asked; return the env, the data, the references."""
+def setup_offline(cfg: OfflineConfig, algo: str) -> tuple[TransformedEnv, DatasetReplayBuffer, Any]:
+    """The run's folder (:func:`run_folder`); seed, set threads, make the smoke dataset if asked;
+    return the env, the data, the references."""
+    run_folder(cfg, algo)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     if cfg.smoke and not cfg.dataset:
@@ -270,55 +237,62 @@ def train_offline(cfg: OfflineConfig, run: OfflineRun, env: Any, buffer: Dataset
     clash = RESERVED & set(run.stateful)
     if clash:
         raise ValueError(f"stateful names {sorted(clash)} clash with the checkpoint's own entries")
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, run.algo)
     state = load_checkpoint(cfg.resume, cfg) if cfg.resume else None
     if state is not None:
         for name, obj in run.stateful.items():
             obj.load_state_dict(state[name])
     counters = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.num_steps, start_frames=counters.frames)
+    logger = RunLogger(out, cfg.num_steps, counters.frames, cfg.target_return, "steps")
     clock = Stopwatch(counters.wall)
     means = ScalarMeans()
     score = normalized_score(counters.eval_return, references)
-    while counters.frames < cfg.num_steps:
-        sample = buffer.sample()
-        if cfg.reward_scale != 1.0:
-            sample["next", "reward"] = sample["next", "reward"] * cfg.reward_scale
-        means.add({k: torch.as_tensor(_item(v)) for k, v in run.update(sample).items()})
-        counters.frames += 1
-        if counters.frames % cfg.log_every == 0:
-            logger.log(counters.frames, **means.pop())
-            logger.advance(cfg.log_every)
-        stop = counters.frames >= cfg.num_steps
-        if counters.frames >= counters.next_eval or stop:
-            counters.next_eval += cfg.eval_every
-            counters.eval_return = evaluate(
-                env, run.eval_policy, cfg.eval_episodes, seed=cfg.seed + 10_000
-            )
-            score = normalized_score(counters.eval_return, references)
-            logger.log(counters.frames, **{"eval/return": counters.eval_return})
-            if references is not None:
-                logger.log(counters.frames, **{"eval/normalized_score": score})
-            stop = stop or counters.eval_return >= cfg.target_return
-        if counters.frames >= counters.next_ckpt or stop:
-            while counters.next_ckpt <= counters.frames:
-                counters.next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    **{name: obj.state_dict() for name, obj in run.stateful.items()},
-                    **counters_state(
-                        cfg,
-                        frames=counters.frames,
-                        wall=clock.elapsed(),
-                        eval_return=counters.eval_return,
-                        next_eval=counters.next_eval,
-                        next_ckpt=counters.next_ckpt,
-                    ),
-                },
-            )
-        if stop:
-            break
+
+    def snapshot() -> dict[str, Any]:
+        return {
+            **{name: obj.state_dict() for name, obj in run.stateful.items()},
+            **counters_state(
+                cfg,
+                frames=counters.frames,
+                wall=clock.elapsed(),
+                eval_return=counters.eval_return,
+                next_eval=counters.next_eval,
+                next_ckpt=counters.next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.num_steps, state, unit="gradient steps")
+    try:
+        while counters.frames < cfg.num_steps:
+            sample = buffer.sample()
+            if cfg.reward_scale != 1.0:
+                sample["next", "reward"] = sample["next", "reward"] * cfg.reward_scale
+            means.add({k: torch.as_tensor(_item(v)) for k, v in run.update(sample).items()})
+            counters.frames += 1
+            if counters.frames % cfg.log_every == 0:
+                logger.log(counters.frames, **means.pop())
+                logger.advance(cfg.log_every)
+            stop = counters.frames >= cfg.num_steps
+            if counters.frames >= counters.next_eval or stop:
+                counters.next_eval += cfg.eval_every
+                counters.eval_return = evaluate(
+                    env, run.eval_policy, cfg.eval_episodes, seed=cfg.seed + 10_000
+                )
+                score = normalized_score(counters.eval_return, references)
+                logger.log(counters.frames, **{"eval/return": counters.eval_return})
+                if references is not None:
+                    logger.log(counters.frames, **{"eval/normalized_score": score})
+                keeper.evaluated(counters.frames, counters.eval_return, snapshot)
+                stop = stop or counters.eval_return >= cfg.target_return
+            if counters.frames >= counters.next_ckpt or stop:
+                while counters.next_ckpt <= counters.frames:
+                    counters.next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            if stop:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
+    ends = keeper.finish(counters.frames, counters.eval_return, snapshot)
     logger.close()
     plot_learning_curve(
         logger.csv_path, out / "learning_curve.png", f"{run.algo.upper()} {cfg.env}"
@@ -331,11 +305,8 @@ def train_offline(cfg: OfflineConfig, run: OfflineRun, env: Any, buffer: Dataset
         "wall_clock_s": round(clock.elapsed(), 1),
         "final_eval_return": counters.eval_return,
         "final_normalized_score": score,
+        **ends,
     }
     print(write_summary(out, **summary))
+    keeper.announce()
     return summary
-
-
-def smoke_overrides(**extra: object) -> dict[str, object]:
-    """A recipe's ``SMOKE``: the shared offline smoke budget plus the recipe's own overrides."""
-    return {**SMOKE_OFFLINE, **extra}

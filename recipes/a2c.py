@@ -15,34 +15,9 @@ and slow to reach good returns on MuJoCo tasks (``--env InvertedPendulum-v5`` al
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    ScalarMeans,
-    Stopwatch,
-    copy_frozen_stats,
-    counters_state,
-    evaluate,
-    finish_run,
-    load_checkpoint,
-    normalized_env,
-    orthogonal_init,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-    stochastic_actor,
-)
-from torch import nn
-
-from rl_collectors import Collector
-from rl_envs import GymEnv, TransformedEnv, VecNorm
-from rl_modules import MLP, ProbabilisticActor, ValueOperator
-from rl_objectives import GAE, A2CLoss
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -79,7 +54,6 @@ class Config(RunConfig):
     the discounted return's std), as SB3's VecNormalize."""
     eval_every: int = 20_000
     checkpoint_every: int = 100_000
-    output_dir: str = "runs/a2c"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_000,
@@ -101,6 +75,36 @@ class Config(RunConfig):
             "checkpoint_every": 250_000,
         },
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    ScalarMeans,
+    Stopwatch,
+    copy_frozen_stats,
+    counters_state,
+    evaluate,
+    finish_run,
+    load_checkpoint,
+    normalized_env,
+    orthogonal_init,
+    run_counters,
+    run_folder,
+    seed_everything,
+    stochastic_actor,
+)
+from torch import nn
+
+from rl_collectors import Collector
+from rl_envs import GymEnv, TransformedEnv, VecNorm
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
+from rl_objectives import GAE, A2CLoss
 
 
 def make_env(cfg: Config, num_envs: int, vecnorm: VecNorm | None, train: bool) -> TransformedEnv:
@@ -136,7 +140,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "a2c")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     vecnorm = VecNorm(in_keys=["observation"], decay=0.99999) if cfg.normalize else None
@@ -164,51 +168,56 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         optim.load_state_dict(state["optim"])
         collector.load_state_dict(state["collector"])
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
     diagnostics = ScalarMeans()  # the loss's entropy, explained variance, ... between two logs
 
-    for batch in collector:
-        frames += batch.numel()
-        logger.log_episodes(frames, batch)
-        with torch.no_grad():
-            advantage(batch)
-        losses = loss_fn(batch.reshape(-1))
-        diagnostics.add(losses)
-        total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-        optim.zero_grad()
-        total.backward()
-        nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
-        optim.step()
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            logger.log(frames, loss=total.item(), **diagnostics.pop())
-            copy_frozen_stats(vecnorm, eval_vecnorm)  # the training statistics, held fixed
-            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
-        if frames >= next_ckpt or stop:
-            while next_ckpt <= frames:
-                next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    "collector": collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if stop:
-            break
+    def snapshot() -> dict[str, object]:
+        return {
+            "loss": loss_fn.state_dict(),
+            "optim": optim.state_dict(),
+            "collector": collector.state_dict(),
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        for batch in collector:
+            frames += batch.numel()
+            logger.log_episodes(frames, batch)
+            with torch.no_grad():
+                advantage(batch)
+            losses = loss_fn(batch.reshape(-1))
+            diagnostics.add(losses)
+            total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+            optim.zero_grad()
+            total.backward()
+            nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+            optim.step()
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                logger.log(frames, loss=total.item(), **diagnostics.pop())
+                copy_frozen_stats(vecnorm, eval_vecnorm)  # the training statistics, held fixed
+                eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+            if frames >= next_ckpt or stop:
+                while next_ckpt <= frames:
+                    next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(batch.numel())
+            if stop:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         collector,
         logger,
@@ -218,6 +227,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env=cfg.env,
         frames=frames,
         eval_return=eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )
 
 

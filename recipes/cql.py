@@ -7,7 +7,7 @@ Lagrange variant, 10 sampled actions per source, deterministic backup, 256x256 n
 critic lr 3e-4, actor lr 1e-4, batch 256, tau 0.005).
 
     uv run recipes/make_dataset.py                     # writes the datasets first
-    uv run recipes/cql.py --dataset runs/make_dataset/d4rl/halfcheetah-medium-v0.hdf5
+    uv run recipes/cql.py --dataset runs/make_dataset/latest/d4rl/halfcheetah-medium-v0.hdf5
     uv run recipes/cql.py --smoke                      # seconds, on a tiny random dataset
 """
 
@@ -18,12 +18,7 @@ from types import SimpleNamespace
 from typing import ClassVar
 
 import sac
-import torch
-from _common import AttrState, parse_config
-from _offline import OfflineConfig, OfflineRun, setup_offline, smoke_overrides, train_offline
-from tensordict import TensorDictBase
-
-from rl_objectives import CQLLoss, SoftUpdate
+from _config import OfflineConfig, parse_config, smoke_overrides
 
 
 @dataclass
@@ -50,14 +45,25 @@ class Config(OfflineConfig):
     """First gradient steps in which the actor clones the data instead of maximising Q."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critics."""
-    output_dir: str = "runs/cql"
 
     SMOKE: ClassVar[dict[str, object]] = smoke_overrides(hidden=32, num_random=2, bc_steps=10)
 
 
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import AttrState
+from _offline import OfflineRun, setup_offline, train_offline
+from tensordict import TensorDictBase
+
+from rl_objectives import CQLLoss, SoftUpdate
+
+
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    env, buffer, references = setup_offline(cfg)
+    env, buffer, references = setup_offline(cfg, "cql")
     actor, qvalue = sac.make_agent(cfg, env)
     loss_fn = CQLLoss(
         actor, qvalue, loss_function="l2", action_spec=env.action_spec,

@@ -18,16 +18,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import sac
-import torch
-from _common import AttrState, parse_config, seed_everything
-from _off_policy import OffPolicyRun, train_off_policy
-from tensordict import TensorDictBase
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_collectors import Collector
-from rl_modules import BatchRenorm1d, ValueOperator
-from rl_objectives import CrossQLoss
+from _config import parse_config
 
 
 @dataclass
@@ -46,9 +37,24 @@ class Config(sac.Config):
     """Momentum of the critics' running batch statistics."""
     bn_warmup_steps: int = 100_000
     """Critic updates during which batch renormalisation acts as plain batch norm."""
-    output_dir: str = "runs/crossq"
 
     SMOKE: ClassVar[dict[str, object]] = {**sac.Config.SMOKE, "critic_hidden": 32, "hidden": 32}
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import AttrState, seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from rl_collectors import Collector
+from rl_modules import BatchRenorm1d, ValueOperator
+from rl_objectives import CrossQLoss
 
 
 class BatchNormCritic(nn.Module):

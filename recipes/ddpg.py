@@ -15,18 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-from _common import RunConfig, action_half_range, parse_config, seed_everything
-from _off_policy import OffPolicyRun, train_off_policy
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_collectors import Collector
-from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
-from rl_modules import MLP, AdditiveGaussianModule, ProbabilisticActor, TanhDelta, ValueOperator
-from rl_objectives import DDPGLoss, SoftUpdate
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -57,7 +46,6 @@ class Config(RunConfig):
     """Std of the Gaussian noise added to the actions while collecting (in action half-ranges)."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critic."""
-    output_dir: str = "runs/ddpg"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_000,
@@ -69,6 +57,24 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "checkpoint_every": 1_000,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import action_half_range, seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from rl_collectors import Collector
+from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, AdditiveGaussianModule, ProbabilisticActor, TanhDelta, ValueOperator
+from rl_objectives import DDPGLoss, SoftUpdate
 
 
 def make_env(cfg: Config) -> TransformedEnv:

@@ -20,22 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
-from _common import AttrState, RunConfig, parse_config, seed_everything
-from _off_policy import OffPolicyRun, train_off_policy
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictSequential
-from torch import nn
-
-from rl_buffers import (
-    LazyTensorStorage,
-    TensorDictPrioritizedReplayBuffer,
-    TensorDictReplayBuffer,
-)
-from rl_collectors import Collector
-from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
-from rl_modules import MLP, EGreedyModule, QValueActor
-from rl_objectives import DQNLoss, HardUpdate
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -85,7 +70,6 @@ class Config(RunConfig):
     eval_every: int = 5_120
     """Frames between deterministic (greedy) evaluations."""
     checkpoint_every: int = 10_240
-    output_dir: str = "runs/dqn"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2048,
@@ -96,6 +80,28 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "checkpoint_every": 1024,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import AttrState, seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictSequential
+from torch import nn
+
+from rl_buffers import (
+    LazyTensorStorage,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+)
+from rl_collectors import Collector
+from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, EGreedyModule, QValueActor
+from rl_objectives import DQNLoss, HardUpdate
 
 
 def make_env(cfg: Config) -> TransformedEnv:

@@ -23,63 +23,9 @@ slow (EMA) critic regulariser. ``--device cuda`` trains on a GPU (envs and repla
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    buffer_state_dict,
-    counters_state,
-    load_buffer_state_dict,
-    load_checkpoint,
-    parse_config,
-    plot_learning_curve,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-    write_summary,
-)
-from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import (
-    InteractionType,
-    TensorDictModule,
-    TensorDictSequential,
-    set_interaction_type,
-)
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
-from rl_envs import DMControlEnv, DreamerEnv, PendulumEnv
-from rl_modules import (
-    MLP,
-    ContinuationHead,
-    DreamerActor,
-    ObsDecoder,
-    ObsEncoder,
-    ProbabilisticActor,
-    RSSMPosterior,
-    RSSMPosteriorV3,
-    RSSMPrior,
-    RSSMPriorV3,
-    RSSMRollout,
-    RSSMRolloutV3,
-    SymExpTwoHot,
-    TanhNormal,
-    WorldModelWrapper,
-)
-from rl_objectives import (
-    DreamerActorLoss,
-    DreamerModelLoss,
-    DreamerV3ActorLoss,
-    DreamerV3ModelLoss,
-    DreamerV3ValueLoss,
-    DreamerValueLoss,
-    SoftUpdate,
-    ValueEstimators,
-)
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -137,7 +83,6 @@ class Config(RunConfig):
     """Where the networks train: 'cpu' or 'cuda' ('cuda:N'); envs and replay stay on CPU."""
     buffer_size: int = 1_000_000
     """Replay capacity (steps)."""
-    output_dir: str = "runs/dreamer"
     eval_every: int = 5_000
     eval_episodes: int = 1
     checkpoint_every: int = 10_000
@@ -158,6 +103,64 @@ class Config(RunConfig):
         "checkpoint_every": 400,
     }
 
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    Stopwatch,
+    buffer_state_dict,
+    counters_state,
+    load_buffer_state_dict,
+    load_checkpoint,
+    plot_learning_curve,
+    run_counters,
+    run_folder,
+    seed_everything,
+    write_summary,
+)
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import (
+    InteractionType,
+    TensorDictModule,
+    TensorDictSequential,
+    set_interaction_type,
+)
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, SliceSampler, TensorDictReplayBuffer
+from rl_envs import DMControlEnv, DreamerEnv, PendulumEnv
+from rl_modules import (
+    MLP,
+    ContinuationHead,
+    DreamerActor,
+    ObsDecoder,
+    ObsEncoder,
+    ProbabilisticActor,
+    RSSMPosterior,
+    RSSMPosteriorV3,
+    RSSMPrior,
+    RSSMPriorV3,
+    RSSMRollout,
+    RSSMRolloutV3,
+    SymExpTwoHot,
+    TanhNormal,
+    WorldModelWrapper,
+)
+from rl_objectives import (
+    DreamerActorLoss,
+    DreamerModelLoss,
+    DreamerV3ActorLoss,
+    DreamerV3ModelLoss,
+    DreamerV3ValueLoss,
+    DreamerValueLoss,
+    SoftUpdate,
+    ValueEstimators,
+)
 
 # ---------------------------------------------------------------------------- environment
 
@@ -523,7 +526,7 @@ def train_step(
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "dreamer")
     torch.set_num_threads(cfg.torch_threads)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
@@ -561,51 +564,59 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         task.env.set_state(state["env"])
         episodes = state["episodes"]
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
 
-    while frames < cfg.total_frames:
-        mode = "random" if frames < cfg.init_random_frames else "sample"
-        episode, ep_return = run_episode(task, agent, mode, episodes)
-        episodes += 1
-        ep_frames = episode.numel() * task.repeat
-        frames += ep_frames
-        buffer.extend(episode)
-        logger.log(frames, **{"train/return": ep_return})
-        if frames >= cfg.init_random_frames:
-            for _ in range(cfg.updates_per_batch):
-                metrics = train_step(cfg, task, agent, losses, optims, params, buffer)
-            logger.log(frames, **metrics)
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            returns = [run_episode(task, agent, "mode", -1)[1] for _ in range(cfg.eval_episodes)]
-            eval_return = sum(returns) / len(returns)
-            logger.log(frames, **{"eval/return": eval_return})
-        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
-        if frames >= next_ckpt or stop:
-            while next_ckpt <= frames:
-                next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "nets": nets.state_dict(),
-                    "optims": {k: o.state_dict() for k, o in optims.items()},
-                    "buffer": buffer_state_dict(buffer),
-                    "env": task.env.get_state(),
-                    "episodes": episodes,
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(ep_frames)
-        if stop:
-            break
+    def snapshot() -> dict[str, object]:
+        return {
+            "nets": nets.state_dict(),
+            "optims": {k: o.state_dict() for k, o in optims.items()},
+            "buffer": buffer_state_dict(buffer),
+            "env": task.env.get_state(),
+            "episodes": episodes,
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        while frames < cfg.total_frames:
+            mode = "random" if frames < cfg.init_random_frames else "sample"
+            episode, ep_return = run_episode(task, agent, mode, episodes)
+            episodes += 1
+            ep_frames = episode.numel() * task.repeat
+            frames += ep_frames
+            buffer.extend(episode)
+            logger.log(frames, **{"train/return": ep_return})
+            if frames >= cfg.init_random_frames:
+                for _ in range(cfg.updates_per_batch):
+                    metrics = train_step(cfg, task, agent, losses, optims, params, buffer)
+                logger.log(frames, **metrics)
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                returns = [
+                    run_episode(task, agent, "mode", -1)[1] for _ in range(cfg.eval_episodes)
+                ]
+                eval_return = sum(returns) / len(returns)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+            if frames >= next_ckpt or stop:
+                while next_ckpt <= frames:
+                    next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(ep_frames)
+            if stop:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
+    ends = keeper.finish(frames, eval_return, snapshot)
     logger.close()
     name = f"dreamer-{cfg.version}"
     plot_learning_curve(logger.csv_path, out / "learning_curve.png", f"{name} {cfg.env}")
@@ -615,8 +626,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         "frames": frames,
         "wall_clock_s": round(clock.elapsed(), 1),
         "final_eval_return": eval_return,
+        **ends,
     }
     print(write_summary(out, **summary))
+    keeper.announce()
     return summary
 
 

@@ -28,29 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    counters_state,
-    load_checkpoint,
-    parse_config,
-    plot_learning_curve,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-    write_summary,
-)
-from _offline import check_offline_arrays
-from tensordict import TensorDict
-from tensordict.nn import TensorDictModule, TensorDictSequential
-
-from rl_buffers.datasets import read_d4rl_hdf5, write_d4rl_hdf5
-from rl_envs import PendulumEnv
-from rl_modules import DecisionTransformer, DecisionTransformerInferenceWrapper, DTActor, TanhModule
-from rl_objectives import DTLoss
+from _config import RunConfig, parse_config
 
 MAX_TORQUE = 2.0
 EPISODE_STEPS = 200
@@ -91,7 +69,6 @@ class Config(RunConfig):
     eval_every: int = 1_000
     eval_episodes: int = 10
     checkpoint_every: int = 1_000
-    output_dir: str = "runs/dt"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "dataset_episodes": 16,
@@ -106,6 +83,33 @@ class Config(RunConfig):
         "checkpoint_every": 20,
     }
 
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import numpy as np
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    Stopwatch,
+    counters_state,
+    load_checkpoint,
+    plot_learning_curve,
+    run_counters,
+    run_folder,
+    seed_everything,
+    write_summary,
+)
+from _offline import check_offline_arrays
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule, TensorDictSequential
+
+from rl_buffers.datasets import read_d4rl_hdf5, write_d4rl_hdf5
+from rl_envs import PendulumEnv
+from rl_modules import DecisionTransformer, DecisionTransformerInferenceWrapper, DTActor, TanhModule
+from rl_objectives import DTLoss
 
 # -- data ---------------------------------------------------------------------------------
 
@@ -269,7 +273,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "dt")
     scripted = out / f"pendulum-scripted-{cfg.dataset_episodes}ep-seed{cfg.seed}-v0.hdf5"
     path = Path(cfg.dataset) if cfg.dataset else scripted
     if not cfg.dataset and not path.exists():
@@ -296,44 +300,52 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         gen.set_state(state["sampler_rng"])
     updates, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
     clock = Stopwatch(wall)
-    logger = RunLogger(out, cfg.updates, updates)
+    logger = RunLogger(out, cfg.updates, updates, unit="updates")
     if state is None:
         logger.log(
             0, **{"data/best_return": data_returns.max(), "data/mean_return": data_returns.mean()}
         )
     results: dict[str, float] = {}
 
-    def checkpoint() -> None:
-        save_checkpoint(out / "checkpoint.pt", {
+    def snapshot() -> dict[str, object]:
+        return {
             **counters_state(cfg, frames=updates, wall=clock.elapsed(), eval_return=eval_return,
                              next_eval=next_eval, next_ckpt=next_ckpt),
             "actor": actor.state_dict(), "optim": optim.state_dict(), "sched": sched.state_dict(),
             "sampler_rng": gen.get_state(), "loss": loss_module.state_dict(),
-        })  # fmt: skip
+        }  # fmt: skip
 
-    while updates < cfg.updates:
-        batch = sampler.sample(cfg.batch_size, gen)
-        per_elem = loss_module(batch)["loss"]  # [B, K, 1]; padded steps are masked out
-        mask = batch["mask"].unsqueeze(-1)
-        loss = (per_elem * mask).sum() / mask.sum()
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(actor.parameters(), 0.25)
-        optim.step()
-        sched.step()
-        updates += 1
-        if updates % 50 == 0 or updates == cfg.updates:
-            logger.log(updates, **{"train/loss": loss.item()})
-        if updates >= next_eval or updates == cfg.updates:
-            got = evaluate_targets(actor, cfg, targets, obs_mean, obs_std, seed=cfg.seed + 1)
-            results = {f"eval/target{int(t)}_return": r for t, r in zip(targets, got, strict=True)}
-            logger.log(updates, **results)
-            eval_return = max(got)
-            next_eval += cfg.eval_every
-        if updates >= next_ckpt or updates == cfg.updates:
-            next_ckpt += cfg.checkpoint_every
-            checkpoint()
-        logger.advance(1)
+    keeper = RunKeeper(out, cfg, cfg.updates, state, unit="updates")
+    try:
+        while updates < cfg.updates:
+            batch = sampler.sample(cfg.batch_size, gen)
+            per_elem = loss_module(batch)["loss"]  # [B, K, 1]; padded steps are masked out
+            mask = batch["mask"].unsqueeze(-1)
+            loss = (per_elem * mask).sum() / mask.sum()
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(actor.parameters(), 0.25)
+            optim.step()
+            sched.step()
+            updates += 1
+            if updates % 50 == 0 or updates == cfg.updates:
+                logger.log(updates, **{"train/loss": loss.item()})
+            if updates >= next_eval or updates == cfg.updates:
+                got = evaluate_targets(actor, cfg, targets, obs_mean, obs_std, seed=cfg.seed + 1)
+                results = {
+                    f"eval/target{int(t)}_return": r for t, r in zip(targets, got, strict=True)
+                }
+                logger.log(updates, **results)
+                eval_return = max(got)
+                keeper.evaluated(updates, eval_return, snapshot)
+                next_eval += cfg.eval_every
+            if updates >= next_ckpt or updates == cfg.updates:
+                next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(1)
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
+    ends = keeper.finish(updates, eval_return, snapshot)
     logger.close()
     plot_learning_curve(logger.csv_path, out / "learning_curve.png", "DT Pendulum (offline)")
     summary: dict[str, object] = {
@@ -341,9 +353,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         "wall_clock_s": round(clock.elapsed(), 1), "final_eval_return": eval_return,
         "dataset": str(path), "dataset_best_return": round(float(data_returns.max()), 1),
         "dataset_mean_return": round(float(data_returns.mean()), 1),
-        **{k.removeprefix("eval/"): round(v, 1) for k, v in results.items()},
+        **{k.removeprefix("eval/"): round(v, 1) for k, v in results.items()}, **ends,
     }  # fmt: skip
     print(write_summary(out, **summary))
+    keeper.announce()
     return summary
 
 

@@ -5,7 +5,7 @@ env's (the off-policy form of Kostrikov et al., 2019, arXiv:1809.02925). The env
 reward is only used to evaluate.
 
     uv run recipes/make_dataset.py               # writes the expert dataset first
-    uv run recipes/gail.py --expert-dataset runs/make_dataset/d4rl/halfcheetah-expert-v0.hdf5
+    uv run recipes/gail.py --expert-dataset runs/make_dataset/latest/d4rl/halfcheetah-expert-v0.hdf5
     uv run recipes/gail.py --smoke               # seconds, Pendulum, a tiny random "expert"
 """
 
@@ -16,8 +16,34 @@ from pathlib import Path
 from typing import ClassVar
 
 import sac
+from _config import parse_config
+
+
+@dataclass
+class Config(sac.Config):
+    """GAIL: imitate an expert dataset with a discriminator reward and a SAC learner."""
+
+    expert_dataset: str = "runs/make_dataset/latest/d4rl/halfcheetah-expert-v0.hdf5"
+    """D4RL HDF5 file of expert transitions (only observations and actions are used)."""
+    disc_lr: float = 3e-4
+    """Adam learning rate of the discriminator."""
+    disc_hidden: int = 256
+    """Width of the discriminator's two hidden layers."""
+    gp_lambda: float = 10.0
+    """Weight of the discriminator's gradient penalty (0: none)."""
+
+    SMOKE: ClassVar[dict[str, object]] = {
+        **sac.Config.SMOKE, "env": "Pendulum-v1", "expert_dataset": "", "hidden": 32,
+        "disc_hidden": 32,
+    }  # fmt: skip
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
 import torch
-from _common import parse_config, seed_everything
+from _common import run_folder, seed_everything
 from _off_policy import OffPolicyRun, train_off_policy
 from _offline import load_d4rl, smoke_dataset
 from tensordict import TensorDict, TensorDictBase
@@ -28,26 +54,6 @@ from rl_buffers.datasets import check_matches_env
 from rl_collectors import Collector
 from rl_modules import MLP, ValueOperator
 from rl_objectives import GAILLoss, SACLoss, SoftUpdate
-
-
-@dataclass
-class Config(sac.Config):
-    """GAIL: imitate an expert dataset with a discriminator reward and a SAC learner."""
-
-    expert_dataset: str = "runs/make_dataset/d4rl/halfcheetah-expert-v0.hdf5"
-    """D4RL HDF5 file of expert transitions (only observations and actions are used)."""
-    disc_lr: float = 3e-4
-    """Adam learning rate of the discriminator."""
-    disc_hidden: int = 256
-    """Width of the discriminator's two hidden layers."""
-    gp_lambda: float = 10.0
-    """Weight of the discriminator's gradient penalty (0: none)."""
-    output_dir: str = "runs/gail"
-
-    SMOKE: ClassVar[dict[str, object]] = {
-        **sac.Config.SMOKE, "env": "Pendulum-v1", "expert_dataset": "", "hidden": 32,
-        "disc_hidden": 32,
-    }  # fmt: skip
 
 
 class Discriminator(nn.Module):
@@ -63,6 +69,7 @@ class Discriminator(nn.Module):
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
+    run_folder(cfg, "gail")  # first: the smoke dataset goes into it
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     if cfg.smoke and not cfg.expert_dataset:

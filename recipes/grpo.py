@@ -27,29 +27,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    counters_state,
-    load_checkpoint,
-    parse_config,
-    plot_learning_curve,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-    write_summary,
-)
-from tensordict import TensorDict
-
-from rl_llm import ChatHistory, GRPOLoss, History, SFTLoss, TransformersWrapper
-from rl_llm.data import make_arithmetic_problems
-from rl_llm.objectives import group_relative_advantage
-from rl_llm.tiny import tiny_causal_lm, tiny_tokenizer
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -95,7 +75,6 @@ class Config(RunConfig):
     eval_every: int = 2_048
     checkpoint_every: int = 8_192
     torch_threads: int = 2
-    output_dir: str = "runs/grpo"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "sft_steps": 3,
@@ -107,6 +86,31 @@ class Config(RunConfig):
         "eval_every": 32,
         "checkpoint_every": 32,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    Stopwatch,
+    counters_state,
+    load_checkpoint,
+    plot_learning_curve,
+    run_counters,
+    run_folder,
+    seed_everything,
+    write_summary,
+)
+from tensordict import TensorDict
+
+from rl_llm import ChatHistory, GRPOLoss, History, SFTLoss, TransformersWrapper
+from rl_llm.data import make_arithmetic_problems
+from rl_llm.objectives import group_relative_advantage
+from rl_llm.tiny import tiny_causal_lm, tiny_tokenizer
 
 
 def conversation(problem: dict[str, str], with_answer: bool) -> list[dict[str, str]]:
@@ -149,7 +153,7 @@ def evaluate_exact_match(
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "grpo")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     every_problem = make_arithmetic_problems(
@@ -201,87 +205,95 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         rng.setstate(state["task_rng"])
         sft_done = state["sft_done"]
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames)
     clock = Stopwatch(wall)
 
-    def checkpoint() -> None:
-        save_checkpoint(
-            out / "checkpoint.pt",
-            {
-                "model": model.state_dict(),
-                "sft_optim": sft_optim.state_dict(),
-                "optim": optim.state_dict(),
-                "task_rng": rng.getstate(),
-                "sft_done": sft_done,
-                **counters_state(
-                    cfg,
-                    frames=frames,
-                    wall=clock.elapsed(),
-                    eval_return=eval_return,
-                    next_eval=next_eval,
-                    next_ckpt=next_ckpt,
-                ),
-            },
-        )
+    def snapshot() -> dict[str, object]:
+        return {
+            "model": model.state_dict(),
+            "sft_optim": sft_optim.state_dict(),
+            "optim": optim.state_dict(),
+            "task_rng": rng.getstate(),
+            "sft_done": sft_done,
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
 
-    # ---- phase 1: supervised warm-up (assistant tokens only) ----------------------------
-    if sft_done < cfg.sft_steps:
-        logger.log(0, **{"eval/return_before_sft": evaluate_exact_match(greedy, render, eval_set)})
-    while sft_done < cfg.sft_steps:
-        batch = [conversation(rng.choice(sft_set), True) for _ in range(cfg.sft_batch)]
-        history = History.from_chats(batch)
-        td = TensorDict(
-            history=ChatHistory(full=history, batch_size=(len(batch),)), batch_size=(len(batch),)
-        )
-        loss = sft_loss(td).loss_sft
-        sft_optim.zero_grad()
-        loss.backward()
-        sft_optim.step()
-        sft_done += 1
-        if sft_done % 20 == 0 or sft_done == cfg.sft_steps:
-            logger.log(0, **{"sft/loss": loss.item(), "sft/step": sft_done})
-    if frames == 0:
-        eval_return = evaluate_exact_match(greedy, render, eval_set)
-        logger.log(0, **{"eval/return": eval_return})
-        checkpoint()
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
 
-    # ---- phase 2: GRPO -----------------------------------------------------------------------
-    while frames < cfg.total_frames:
-        problems = [rng.choice(every_problem) for _ in range(cfg.prompts_per_step)]
-        grouped = [p for p in problems for _ in range(cfg.group_size)]
-        with torch.no_grad():
-            batch = sampler(render(grouped))
-        rewards = exact_match(batch["text", "response"], [p["answer"] for p in grouped])
-        advantage = group_relative_advantage(rewards.view(-1, cfg.group_size)).reshape(-1, 1)
-        batch["advantage"] = advantage
-        for _ in range(cfg.updates_per_batch):
-            losses = grpo_loss(batch)
-            total = losses.total()
-            optim.zero_grad()
-            total.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optim.step()
-        frames += len(grouped)
-        logger.log(
-            frames,
-            **{
-                "train/return": rewards.mean().item(),
-                "loss_objective": losses.loss_objective.item(),
-                "clip_fraction": losses.clip_fraction.item(),
-                "kl_approx": losses.kl_approx.item(),
-                "reply_tokens": batch["masks", "all_assistant_mask"].sum().item() / len(grouped),
-            },
-        )
-        if frames >= next_eval or frames >= cfg.total_frames:
-            while next_eval <= frames:
-                next_eval += cfg.eval_every
+    try:
+        # ---- phase 1: supervised warm-up (assistant tokens only) ----------------------------
+        if sft_done < cfg.sft_steps:
+            logger.log(
+                0, **{"eval/return_before_sft": evaluate_exact_match(greedy, render, eval_set)}
+            )
+        while sft_done < cfg.sft_steps:
+            batch = [conversation(rng.choice(sft_set), True) for _ in range(cfg.sft_batch)]
+            history = History.from_chats(batch)
+            td = TensorDict(
+                history=ChatHistory(full=history, batch_size=(len(batch),)),
+                batch_size=(len(batch),),
+            )
+            loss = sft_loss(td).loss_sft
+            sft_optim.zero_grad()
+            loss.backward()
+            sft_optim.step()
+            sft_done += 1
+            if sft_done % 20 == 0 or sft_done == cfg.sft_steps:
+                logger.log(0, **{"sft/loss": loss.item(), "sft/step": sft_done})
+        if frames == 0:
             eval_return = evaluate_exact_match(greedy, render, eval_set)
-            logger.log(frames, **{"eval/return": eval_return})
-        if frames >= next_ckpt or frames >= cfg.total_frames:
-            while next_ckpt <= frames:
-                next_ckpt += cfg.checkpoint_every
-            checkpoint()
-        logger.advance(len(grouped))
+            logger.log(0, **{"eval/return": eval_return})
+            keeper.save(snapshot())
+
+        # ---- phase 2: GRPO -----------------------------------------------------------------------
+        while frames < cfg.total_frames:
+            problems = [rng.choice(every_problem) for _ in range(cfg.prompts_per_step)]
+            grouped = [p for p in problems for _ in range(cfg.group_size)]
+            with torch.no_grad():
+                batch = sampler(render(grouped))
+            rewards = exact_match(batch["text", "response"], [p["answer"] for p in grouped])
+            advantage = group_relative_advantage(rewards.view(-1, cfg.group_size)).reshape(-1, 1)
+            batch["advantage"] = advantage
+            for _ in range(cfg.updates_per_batch):
+                losses = grpo_loss(batch)
+                total = losses.total()
+                optim.zero_grad()
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optim.step()
+            frames += len(grouped)
+            logger.log(
+                frames,
+                **{
+                    "train/return": rewards.mean().item(),
+                    "loss_objective": losses.loss_objective.item(),
+                    "clip_fraction": losses.clip_fraction.item(),
+                    "kl_approx": losses.kl_approx.item(),
+                    "reply_tokens": batch["masks", "all_assistant_mask"].sum().item()
+                    / len(grouped),
+                },
+            )
+            if frames >= next_eval or frames >= cfg.total_frames:
+                while next_eval <= frames:
+                    next_eval += cfg.eval_every
+                eval_return = evaluate_exact_match(greedy, render, eval_set)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            if frames >= next_ckpt or frames >= cfg.total_frames:
+                while next_ckpt <= frames:
+                    next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(len(grouped))
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
+    ends = keeper.finish(frames, eval_return, snapshot)
 
     logger.close()
     plot_learning_curve(
@@ -293,8 +305,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         "frames": frames,
         "wall_clock_s": round(clock.elapsed(), 1),
         "final_eval_return": eval_return,
+        **ends,
     }
     print(write_summary(out, **summary))
+    keeper.announce()
     return summary
 
 

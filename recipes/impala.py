@@ -19,32 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    counters_state,
-    evaluate,
-    finish_run,
-    load_checkpoint,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-)
-from tensordict import TensorDict
-from tensordict.nn import TensorDictModule
-from torch import nn
-from torch.distributions import Categorical
-
-from rl_collectors import MultiAsyncCollector
-from rl_envs import Compose, GymEnv, RewardSum, StepCounter, TransformedEnv
-from rl_modules import MLP, ProbabilisticActor, ValueOperator
-from rl_objectives import A2CLoss, VTrace
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -84,7 +61,6 @@ class Config(RunConfig):
     eval_every: int = 20_000
     checkpoint_every: int = 100_000
     """Frames between checkpoints of the learner."""
-    output_dir: str = "runs/impala"
     resume: str = ""
     """Checkpoint to continue from (learner state; the workers restart their episodes)."""
 
@@ -94,6 +70,34 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "checkpoint_every": 1_024,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    Stopwatch,
+    counters_state,
+    evaluate,
+    finish_run,
+    load_checkpoint,
+    run_counters,
+    run_folder,
+    seed_everything,
+)
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
+
+from rl_collectors import MultiAsyncCollector
+from rl_envs import Compose, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
+from rl_objectives import A2CLoss, VTrace
 
 
 def make_env(env_name: str, seed: int | None = None) -> TransformedEnv:
@@ -128,7 +132,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "impala")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     eval_env = make_env(cfg.env)
@@ -165,61 +169,69 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         * cfg.frames_per_batch,
         track_policy_version=True,  # each batch says which weights collected it
     )
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
 
     pending: list[TensorDict] = []
-    for batch in collector:
-        frames += batch.numel()
-        logger.log_episodes(frames, batch)
-        logger.advance(batch.numel())
-        pending.append(batch)
-        if len(pending) < cfg.batches_per_update and frames < cfg.total_frames:
-            continue
-        data = torch.stack(pending)  # [N, T]: V-trace runs along the last (time) dim
-        pending.clear()
-        lag = collector.policy_version - data["policy_version"].float().mean()
-        with torch.no_grad():
-            vtrace(data)
-        losses = loss_fn(data.reshape(-1))
-        diagnostics = {
-            k: v.item() for k, v in losses.items() if isinstance(v, torch.Tensor) and v.numel() == 1
+
+    def snapshot() -> dict[str, object]:
+        return {
+            "loss": loss_fn.state_dict(),
+            "optim": optim.state_dict(),
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
         }
-        total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-        optim.zero_grad()
-        total.backward()
-        nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
-        optim.step()
-        if cfg.anneal_lr:  # the rate of the next update; a resumed run reads it back from optim
-            for group in optim.param_groups:
-                group["lr"] = cfg.lr * max(1.0 - frames / cfg.total_frames, 0.0)
-        collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), policy_lag=lag.item(), **diagnostics)
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
-        if frames >= next_ckpt or stop:
-            while next_ckpt <= frames:
-                next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        if stop:
-            break
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        for batch in collector:
+            frames += batch.numel()
+            logger.log_episodes(frames, batch)
+            logger.advance(batch.numel())
+            pending.append(batch)
+            if len(pending) < cfg.batches_per_update and frames < cfg.total_frames:
+                continue
+            data = torch.stack(pending)  # [N, T]: V-trace runs along the last (time) dim
+            pending.clear()
+            lag = collector.policy_version - data["policy_version"].float().mean()
+            with torch.no_grad():
+                vtrace(data)
+            losses = loss_fn(data.reshape(-1))
+            diagnostics = {
+                k: v.item()
+                for k, v in losses.items()
+                if isinstance(v, torch.Tensor) and v.numel() == 1
+            }
+            total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+            optim.zero_grad()
+            total.backward()
+            nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+            optim.step()
+            if cfg.anneal_lr:  # the rate of the next update; a resumed run reads it back from optim
+                for group in optim.param_groups:
+                    group["lr"] = cfg.lr * max(1.0 - frames / cfg.total_frames, 0.0)
+            collector.update_policy_weights_()
+            logger.log(frames, loss=total.item(), policy_lag=lag.item(), **diagnostics)
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            stop = frames >= cfg.total_frames or eval_return >= cfg.target_return
+            if frames >= next_ckpt or stop:
+                while next_ckpt <= frames:
+                    next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            if stop:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         collector,
         logger,
@@ -229,6 +241,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env=cfg.env,
         frames=frames,
         eval_return=eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )
 
 

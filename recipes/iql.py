@@ -6,9 +6,9 @@ Defaults follow the paper's MuJoCo settings (256x256 networks, Adam 3e-4, batch 
 expectile 0.7, inverse temperature 3, tau 0.005), without its cosine actor schedule.
 
     uv run recipes/make_dataset.py                     # writes the datasets first
-    uv run recipes/iql.py --dataset runs/make_dataset/d4rl/halfcheetah-medium-v0.hdf5
+    uv run recipes/iql.py --dataset runs/make_dataset/latest/d4rl/halfcheetah-medium-v0.hdf5
     uv run recipes/iql.py --dataset local/halfcheetah/medium-v0 \\
-        --minari-root runs/make_dataset/minari         # the same data in Minari format
+        --minari-root runs/make_dataset/latest/minari         # the same data in Minari format
     uv run recipes/iql.py --smoke                      # seconds, on a tiny random dataset
 """
 
@@ -18,14 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import sac
-import torch
-from _common import parse_config
-from _offline import OfflineConfig, OfflineRun, setup_offline, smoke_overrides, train_offline
-from tensordict import TensorDictBase
-from torch import nn
-
-from rl_modules import MLP, ValueOperator
-from rl_objectives import IQLLoss, SoftUpdate
+from _config import OfflineConfig, parse_config, smoke_overrides
 
 
 @dataclass
@@ -44,14 +37,26 @@ class Config(OfflineConfig):
     """Inverse temperature beta of the advantage weights."""
     hidden: int = 256
     """Width of the two hidden layers of every network."""
-    output_dir: str = "runs/iql"
 
     SMOKE: ClassVar[dict[str, object]] = smoke_overrides(hidden=32)
 
 
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _offline import OfflineRun, setup_offline, train_offline
+from tensordict import TensorDictBase
+from torch import nn
+
+from rl_modules import MLP, ValueOperator
+from rl_objectives import IQLLoss, SoftUpdate
+
+
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    env, buffer, references = setup_offline(cfg)
+    env, buffer, references = setup_offline(cfg, "iql")
     actor, qvalue = sac.make_agent(cfg, env)  # SAC's tanh-Gaussian actor and Q(s, a) critic
     obs_dim = env.observation_spec["observation"].shape[-1]
     value = ValueOperator(

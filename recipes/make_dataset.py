@@ -31,24 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 import sac
-import torch
-from _common import (
-    RunConfig,
-    evaluate,
-    make_base_env,
-    parse_config,
-    read_checkpoint,
-    seed_everything,
-)
-from tensordict import TensorDict
-
-from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_buffers.datasets import write_d4rl_hdf5, write_minari_dataset
-from rl_collectors import Collector
-from rl_envs import DoubleToFloat, TransformedEnv
-from rl_objectives import SACLoss
+from _config import RunConfig, parse_config
 
 LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert")
 
@@ -70,7 +54,6 @@ class Config(RunConfig):
     sac_args: str = ""
     """Extra flags for recipes/sac.py (e.g. "--utd-ratio 0.5")."""
     eval_every: int = 5_000
-    output_dir: str = "runs/make_dataset"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "env": "Pendulum-v1",
@@ -90,6 +73,22 @@ class Config(RunConfig):
                 f"{self.medium_frames}: the expert policy is the same SAC trained on past the "
                 "medium one. Raise --expert-frames or lower --medium-frames."
             )
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import numpy as np
+import torch
+from _common import evaluate, make_base_env, read_checkpoint, run_folder, seed_everything
+from tensordict import TensorDict
+
+from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from rl_buffers.datasets import write_d4rl_hdf5, write_minari_dataset
+from rl_collectors import Collector
+from rl_envs import DoubleToFloat, TransformedEnv
+from rl_objectives import SACLoss
 
 
 def task_name(env: str) -> str:
@@ -228,7 +227,7 @@ def train_sac(cfg: Config, out: Path) -> tuple[Path, Path]:
     """
     medium, expert = out / "medium.pt", out / "expert.pt"
     if not medium.is_file():
-        sac.main(sac_argv(cfg, cfg.medium_frames, out))
+        sac.main([*sac_argv(cfg, cfg.medium_frames, out), "--overwrite"])  # restart a partial one
         shutil.copyfile(out / "checkpoint.pt", medium)
     if not expert.is_file():
         last = out / "checkpoint.pt"
@@ -265,7 +264,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cfg = parse_config(Config, argv)
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "make_dataset")
     medium_ckpt, expert_ckpt = train_sac(cfg, out / "sac")
     env = TransformedEnv(make_base_env(cfg.env, num_envs=cfg.collect_envs), DoubleToFloat())
     env.set_seed(cfg.seed)

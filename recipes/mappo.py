@@ -17,44 +17,9 @@ all agents' observations (MAPPO) or local to each agent (``--mappo false``: IPPO
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    counters_state,
-    finish_run,
-    load_checkpoint,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-)
-from _marl import (
-    GROUP,
-    evaluate_team,
-    finished_return,
-    make_pettingzoo_env,
-    make_vmas_env,
-)
-from tensordict.nn import TensorDictModule
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
-from rl_collectors import Collector
-from rl_envs import TransformedEnv
-from rl_modules import (
-    MultiAgentMLP,
-    NormalParamExtractor,
-    PopArtValueNorm,
-    ProbabilisticActor,
-    RunningValueNorm,
-    TanhNormal,
-)
-from rl_objectives import IPPOLoss, MAPPOLoss, MultiAgentGAE
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -103,7 +68,6 @@ class Config(RunConfig):
     eval_envs: int = 32
     """Envs of the deterministic evaluation (one episode each)."""
     checkpoint_every: int = 6_000
-    output_dir: str = "runs/mappo"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 400,
@@ -117,6 +81,46 @@ class Config(RunConfig):
         "eval_envs": 2,
         "checkpoint_every": 200,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    Stopwatch,
+    counters_state,
+    finish_run,
+    load_checkpoint,
+    run_counters,
+    run_folder,
+    seed_everything,
+)
+from _marl import (
+    GROUP,
+    evaluate_team,
+    finished_return,
+    make_pettingzoo_env,
+    make_vmas_env,
+)
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
+from rl_collectors import Collector
+from rl_envs import TransformedEnv
+from rl_modules import (
+    MultiAgentMLP,
+    NormalParamExtractor,
+    PopArtValueNorm,
+    ProbabilisticActor,
+    RunningValueNorm,
+    TanhNormal,
+)
+from rl_objectives import IPPOLoss, MAPPOLoss, MultiAgentGAE
 
 
 def make_envs(cfg: Config) -> tuple[TransformedEnv, TransformedEnv]:
@@ -192,7 +196,7 @@ def make_value_norm(name: str) -> PopArtValueNorm | RunningValueNorm | None:
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "mappo")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     env, eval_env = make_envs(cfg)
@@ -237,52 +241,59 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         optim.load_state_dict(state["optim"])
         collector.load_state_dict(state["collector"])
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
 
-    for batch in collector:
-        frames += batch.numel()
-        train_return = finished_return(batch)
-        if train_return is not None:
-            logger.log(frames, **{"train/return": train_return})
-        with torch.no_grad():
-            advantage(batch)
-        buffer.extend(batch.reshape(-1))
-        for _ in range(cfg.epochs):
-            for minibatch in buffer:
-                losses = loss_fn(minibatch)
-                total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                optim.zero_grad()
-                total.backward()
-                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
-                optim.step()
-        collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), entropy=losses["entropy"].item())
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            eval_return = evaluate_team(eval_env, actor, cfg.max_steps, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        if frames >= next_ckpt:
-            next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    "collector": collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if eval_return >= cfg.target_return:
-            break
+    def snapshot() -> dict[str, object]:
+        return {
+            "loss": loss_fn.state_dict(),
+            "optim": optim.state_dict(),
+            "collector": collector.state_dict(),
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        for batch in collector:
+            frames += batch.numel()
+            train_return = finished_return(batch)
+            if train_return is not None:
+                logger.log(frames, **{"train/return": train_return})
+            with torch.no_grad():
+                advantage(batch)
+            buffer.extend(batch.reshape(-1))
+            for _ in range(cfg.epochs):
+                for minibatch in buffer:
+                    losses = loss_fn(minibatch)
+                    total = (
+                        losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                    )
+                    optim.zero_grad()
+                    total.backward()
+                    nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+                    optim.step()
+            collector.update_policy_weights_()
+            logger.log(frames, loss=total.item(), entropy=losses["entropy"].item())
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                eval_return = evaluate_team(eval_env, actor, cfg.max_steps, seed=cfg.seed + 10_000)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            if frames >= next_ckpt:
+                next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(batch.numel())
+            if eval_return >= cfg.target_return:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         collector,
         logger,
@@ -292,6 +303,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env=f"{cfg.backend}/{cfg.scenario}",
         frames=frames,
         eval_return=eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )
 
 

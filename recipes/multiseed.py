@@ -37,7 +37,7 @@ from typing import ClassVar
 
 import numpy as np
 from _aggregate import summarize
-from _common import parse_config
+from _config import parse_config
 
 RECIPES_DIR = Path(__file__).resolve().parent
 

@@ -16,37 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    ScalarMeans,
-    Stopwatch,
-    copy_frozen_stats,
-    counters_state,
-    evaluate,
-    finish_run,
-    load_checkpoint,
-    make_base_env,
-    normalized_env,
-    orthogonal_init,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-    stochastic_actor,
-)
-from tensordict import TensorDictBase
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
-from rl_collectors import Collector
-from rl_envs import TransformedEnv, VecNorm
-from rl_modules import MLP, ProbabilisticActor, ValueOperator
-from rl_objectives import GAE, ClipPPOLoss
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -107,7 +79,6 @@ class Config(RunConfig):
     eval_episodes: int = 3
     target_return: float = 9300.0
     checkpoint_every: int = 200_000
-    output_dir: str = "runs/ppo"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 4096,
@@ -150,6 +121,39 @@ class Config(RunConfig):
             "target_return": float("inf"),
         },
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    ScalarMeans,
+    Stopwatch,
+    copy_frozen_stats,
+    counters_state,
+    evaluate,
+    finish_run,
+    load_checkpoint,
+    make_base_env,
+    normalized_env,
+    orthogonal_init,
+    run_counters,
+    run_folder,
+    seed_everything,
+    stochastic_actor,
+)
+from tensordict import TensorDictBase
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
+from rl_collectors import Collector
+from rl_envs import TransformedEnv, VecNorm
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
+from rl_objectives import GAE, ClipPPOLoss
 
 
 def gae_class(kernels: bool) -> type:
@@ -226,7 +230,7 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "ppo")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     vecnorm = VecNorm(in_keys=["observation"], decay=0.99999)
@@ -273,54 +277,61 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         schedule.load_state_dict(state["schedule"])
         collector.load_state_dict(state["collector"])  # the env with its VecNorm statistics
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
     diagnostics = ScalarMeans()  # the loss's clip fraction, KL, explained variance, entropy, ...
 
-    for batch in collector:
-        frames += batch.numel()
-        logger.log_episodes(frames, batch)
-        vecnorm.frozen = True  # statistics stay fixed while the batch is learned from
-        passes = epoch_minibatches(batch, advantage, buffer, cfg.epochs, cfg.recompute_advantage)
-        for minibatch in passes:
-            losses = loss_step(minibatch)
-            diagnostics.add(losses)
-            total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-            optim.zero_grad()
-            total.backward()
-            nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm, foreach=fast)
-            optim.step()
-        vecnorm.frozen = False
-        schedule.step()
-        collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            copy_frozen_stats(vecnorm, eval_vecnorm)
-            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        if frames >= next_ckpt:
-            next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    "schedule": schedule.state_dict(),
-                    "collector": collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
+    def snapshot() -> dict[str, object]:
+        return {
+            "loss": loss_fn.state_dict(),
+            "optim": optim.state_dict(),
+            "schedule": schedule.state_dict(),
+            "collector": collector.state_dict(),
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        for batch in collector:
+            frames += batch.numel()
+            logger.log_episodes(frames, batch)
+            vecnorm.frozen = True  # statistics stay fixed while the batch is learned from
+            passes = epoch_minibatches(
+                batch, advantage, buffer, cfg.epochs, cfg.recompute_advantage
             )
-        logger.advance(batch.numel())
-        if eval_return >= cfg.target_return:
-            break
+            for minibatch in passes:
+                losses = loss_step(minibatch)
+                diagnostics.add(losses)
+                total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                optim.zero_grad()
+                total.backward()
+                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm, foreach=fast)
+                optim.step()
+            vecnorm.frozen = False
+            schedule.step()
+            collector.update_policy_weights_()
+            logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                copy_frozen_stats(vecnorm, eval_vecnorm)
+                eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            if frames >= next_ckpt:
+                next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(batch.numel())
+            if eval_return >= cfg.target_return:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         collector,
         logger,
@@ -330,6 +341,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env=cfg.env,
         frames=frames,
         eval_return=eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )
 
 

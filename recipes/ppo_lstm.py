@@ -16,43 +16,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    ScalarMeans,
-    Stopwatch,
-    counters_state,
-    evaluate,
-    finish_run,
-    load_checkpoint,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-)
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-from torch.distributions import Categorical
-
-from rl_collectors import Collector
-from rl_envs import (
-    Compose,
-    DoubleToFloat,
-    GymEnv,
-    InitTracker,
-    ObservationNorm,
-    RewardScaling,
-    RewardSum,
-    StepCounter,
-    TransformedEnv,
-)
-from rl_modules import MLP, ProbabilisticActor, ValueOperator
-from rl_objectives import GAE, ClipPPOLoss
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -99,7 +65,6 @@ class Config(RunConfig):
     eval_episodes: int = 3
     target_return: float = 500.0
     checkpoint_every: int = 100_000
-    output_dir: str = "runs/ppo_lstm"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 512,
@@ -111,6 +76,45 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "checkpoint_every": 256,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    ScalarMeans,
+    Stopwatch,
+    counters_state,
+    evaluate,
+    finish_run,
+    load_checkpoint,
+    run_counters,
+    run_folder,
+    seed_everything,
+)
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+from torch.distributions import Categorical
+
+from rl_collectors import Collector
+from rl_envs import (
+    Compose,
+    DoubleToFloat,
+    GymEnv,
+    InitTracker,
+    ObservationNorm,
+    RewardScaling,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+)
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
+from rl_objectives import GAE, ClipPPOLoss
 
 
 def recurrent_api(cfg: Config) -> tuple[type, Any]:
@@ -188,7 +192,7 @@ def add_values(batch: TensorDictBase, critic: nn.Module, lstm: nn.Module, mode: 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "ppo_lstm")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     _, mode = recurrent_api(cfg)
@@ -226,55 +230,62 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         schedule.load_state_dict(state["schedule"])
         collector.load_state_dict(state["collector"])
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
     diagnostics = ScalarMeans()  # the loss's clip fraction, KL, explained variance, entropy, ...
 
-    for batch in collector:
-        frames += batch.numel()
-        logger.log_episodes(frames, batch)
-        add_values(batch, critic, lstm, mode)
-        advantage(batch)
-        envs = batch.shape[0]
-        for _ in range(cfg.epochs):
-            for rows in torch.randperm(envs).chunk(cfg.num_minibatches):
-                with mode(True):
-                    losses = loss_fn(batch[rows])
-                diagnostics.add(losses)
-                total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                optim.zero_grad()
-                total.backward()
-                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
-                optim.step()
-        schedule.step()
-        collector.update_policy_weights_()
-        logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        if frames >= next_ckpt:
-            next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    "schedule": schedule.state_dict(),
-                    "collector": collector.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if eval_return >= cfg.target_return:
-            break
+    def snapshot() -> dict[str, object]:
+        return {
+            "loss": loss_fn.state_dict(),
+            "optim": optim.state_dict(),
+            "schedule": schedule.state_dict(),
+            "collector": collector.state_dict(),
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        for batch in collector:
+            frames += batch.numel()
+            logger.log_episodes(frames, batch)
+            add_values(batch, critic, lstm, mode)
+            advantage(batch)
+            envs = batch.shape[0]
+            for _ in range(cfg.epochs):
+                for rows in torch.randperm(envs).chunk(cfg.num_minibatches):
+                    with mode(True):
+                        losses = loss_fn(batch[rows])
+                    diagnostics.add(losses)
+                    total = (
+                        losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                    )
+                    optim.zero_grad()
+                    total.backward()
+                    nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+                    optim.step()
+            schedule.step()
+            collector.update_policy_weights_()
+            logger.log(frames, loss=total.item(), lr=schedule.get_last_lr()[0], **diagnostics.pop())
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                eval_return = evaluate(eval_env, actor, cfg.eval_episodes, seed=cfg.seed + 10_000)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            if frames >= next_ckpt:
+                next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(batch.numel())
+            if eval_return >= cfg.target_return:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         collector,
         logger,
@@ -284,6 +295,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env=f"{cfg.env} (positions only)",
         frames=frames,
         eval_return=eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )
 
 

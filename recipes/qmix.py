@@ -14,32 +14,9 @@ The team reward is the mean of the agents' rewards, as in TorchRL's qmix_vdn exa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
-import torch
-from _common import (
-    RunConfig,
-    RunLogger,
-    Stopwatch,
-    buffer_state_dict,
-    counters_state,
-    finish_run,
-    load_buffer_state_dict,
-    load_checkpoint,
-    parse_config,
-    run_counters,
-    save_checkpoint,
-    seed_everything,
-)
-from _marl import GROUP, evaluate_team, finished_return, make_vmas_env
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, RandomSampler, ReplayBuffer
-from rl_collectors import Collector
-from rl_modules import EGreedyModule, MultiAgentMLP, QMixer, QValueModule, VDNMixer
-from rl_objectives import QMixerLoss, SoftUpdate, ValueEstimators
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -86,7 +63,6 @@ class Config(RunConfig):
     eval_envs: int = 32
     """Envs of the greedy evaluation (one episode each)."""
     checkpoint_every: int = 30_000
-    output_dir: str = "runs/qmix"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 400,
@@ -101,6 +77,34 @@ class Config(RunConfig):
         "eval_envs": 2,
         "checkpoint_every": 200,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import (
+    RunKeeper,
+    RunLogger,
+    Stopwatch,
+    buffer_state_dict,
+    counters_state,
+    finish_run,
+    load_buffer_state_dict,
+    load_checkpoint,
+    run_counters,
+    run_folder,
+    seed_everything,
+)
+from _marl import GROUP, evaluate_team, finished_return, make_vmas_env
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, RandomSampler, ReplayBuffer
+from rl_collectors import Collector
+from rl_modules import EGreedyModule, MultiAgentMLP, QMixer, QValueModule, VDNMixer
+from rl_objectives import QMixerLoss, SoftUpdate, ValueEstimators
 
 
 def make_agent(cfg: Config, env) -> tuple[TensorDictSequential, TensorDictModule]:
@@ -149,7 +153,7 @@ def make_agent(cfg: Config, env) -> tuple[TensorDictSequential, TensorDictModule
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    out = Path(cfg.output_dir)
+    out = run_folder(cfg, "qmix")
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     scenario_kwargs = {"n_agents": cfg.n_agents, "continuous_actions": False}
@@ -189,54 +193,59 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         load_buffer_state_dict(buffer, state["buffer"])
         explore.load_state_dict(state["explore"])
     frames, wall, eval_return, next_eval, next_ckpt = run_counters(cfg, state)
-    logger = RunLogger(out, cfg.total_frames, start_frames=frames)
+    logger = RunLogger(out, cfg.total_frames, frames, cfg.target_return)
     clock = Stopwatch(wall)
 
-    for batch in collector:
-        frames += batch.numel()
-        train_return = finished_return(batch)
-        if train_return is not None:
-            logger.log(frames, **{"train/return": train_return})
-        # the team reward: the agents' mean (QMIX / VDN learn one team value)
-        batch.set(("next", "reward"), batch.get(("next", GROUP, "reward")).mean(-2))
-        buffer.extend(batch.reshape(-1))
-        for _ in range(cfg.updates_per_batch):
-            losses = loss_fn(buffer.sample())
-            optim.zero_grad()
-            losses["loss"].backward()
-            nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
-            optim.step()
-            target_updater.step()
-        explore.step()  # one annealing step per batch
-        collector.update_policy_weights_()
-        logger.log(frames, loss=losses["loss"].item(), epsilon=float(explore.eps))
-        if frames >= next_eval:
-            next_eval += cfg.eval_every
-            eval_return = evaluate_team(eval_env, policy, cfg.max_steps, seed=cfg.seed + 10_000)
-            logger.log(frames, **{"eval/return": eval_return})
-        if frames >= next_ckpt:
-            next_ckpt += cfg.checkpoint_every
-            save_checkpoint(
-                out / "checkpoint.pt",
-                {
-                    "loss": loss_fn.state_dict(),
-                    "optim": optim.state_dict(),
-                    "collector": collector.state_dict(),
-                    "buffer": buffer_state_dict(buffer),
-                    "explore": explore.state_dict(),
-                    **counters_state(
-                        cfg,
-                        frames=frames,
-                        wall=clock.elapsed(),
-                        eval_return=eval_return,
-                        next_eval=next_eval,
-                        next_ckpt=next_ckpt,
-                    ),
-                },
-            )
-        logger.advance(batch.numel())
-        if eval_return >= cfg.target_return:
-            break
+    def snapshot() -> dict[str, object]:
+        return {
+            "loss": loss_fn.state_dict(),
+            "optim": optim.state_dict(),
+            "collector": collector.state_dict(),
+            "buffer": buffer_state_dict(buffer),
+            "explore": explore.state_dict(),
+            **counters_state(
+                cfg,
+                frames=frames,
+                wall=clock.elapsed(),
+                eval_return=eval_return,
+                next_eval=next_eval,
+                next_ckpt=next_ckpt,
+            ),
+        }
+
+    keeper = RunKeeper(out, cfg, cfg.total_frames, state)
+    try:
+        for batch in collector:
+            frames += batch.numel()
+            train_return = finished_return(batch)
+            if train_return is not None:
+                logger.log(frames, **{"train/return": train_return})
+            # the team reward: the agents' mean (QMIX / VDN learn one team value)
+            batch.set(("next", "reward"), batch.get(("next", GROUP, "reward")).mean(-2))
+            buffer.extend(batch.reshape(-1))
+            for _ in range(cfg.updates_per_batch):
+                losses = loss_fn(buffer.sample())
+                optim.zero_grad()
+                losses["loss"].backward()
+                nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+                optim.step()
+                target_updater.step()
+            explore.step()  # one annealing step per batch
+            collector.update_policy_weights_()
+            logger.log(frames, loss=losses["loss"].item(), epsilon=float(explore.eps))
+            if frames >= next_eval:
+                next_eval += cfg.eval_every
+                eval_return = evaluate_team(eval_env, policy, cfg.max_steps, seed=cfg.seed + 10_000)
+                logger.log(frames, **{"eval/return": eval_return})
+                keeper.evaluated(frames, eval_return, snapshot)
+            if frames >= next_ckpt:
+                next_ckpt += cfg.checkpoint_every
+                keeper.save(snapshot())
+            logger.advance(batch.numel())
+            if eval_return >= cfg.target_return:
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the final checkpoint below, then exit 130
+        keeper.interrupted = True
     return finish_run(
         collector,
         logger,
@@ -246,6 +255,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         env=f"vmas/{cfg.scenario}",
         frames=frames,
         eval_return=eval_return,
+        keeper=keeper,
+        snapshot=snapshot,
     )
 
 

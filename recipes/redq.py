@@ -17,14 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import sac
-import torch
-from _common import parse_config, seed_everything
-from _off_policy import OffPolicyRun, train_off_policy
-from tensordict import TensorDictBase
-
-from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_collectors import Collector
-from rl_objectives import REDQLoss, SoftUpdate
+from _config import parse_config
 
 
 @dataclass
@@ -35,9 +28,22 @@ class Config(sac.Config):
     """Critics in the ensemble (N)."""
     sub_sample_len: int = 2
     """Critics whose minimum makes the target (M)."""
-    output_dir: str = "runs/redq"
 
     SMOKE: ClassVar[dict[str, object]] = {**sac.Config.SMOKE, "hidden": 32, "num_qvalue_nets": 4}
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
+
+from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from rl_collectors import Collector
+from rl_objectives import REDQLoss, SoftUpdate
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:

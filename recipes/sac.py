@@ -17,28 +17,18 @@ that learns ``SatelliteEnv`` (docs/results.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
-from _common import RunConfig, make_base_env, parse_config, seed_everything
-from _off_policy import OffPolicyRun, train_off_policy
-from tensordict import TensorDictBase
-from tensordict.nn import NormalParamExtractor, TensorDictModule
-from torch import nn
+from _config import RunConfig, parse_config
 
-from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_collectors import Collector
-from rl_envs import (
-    Compose,
-    DoubleToFloat,
-    FrameSkipTransform,
-    ObservationNorm,
-    RewardSum,
-    StepCounter,
-    TransformedEnv,
-)
-from rl_modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
-from rl_objectives import SACLoss, SoftUpdate
+# sac.py is also the base of crossq, redq, gail, cql, iql and make_dataset (its Config, envs
+# and networks): its heavy imports live inside the functions, so importing it is instant
+# and every one of those recipes answers --help before torch is imported.
+if TYPE_CHECKING:
+    import torch
+
+    from rl_envs import TransformedEnv
+    from rl_modules import ProbabilisticActor, ValueOperator
 
 
 @dataclass
@@ -77,7 +67,6 @@ class Config(RunConfig):
     """Env steps each action is held for (rewards summed); frames count the agent's steps."""
     compile: bool = False
     """torch.compile the loss of each update (forward and backward); on CPU it is slower."""
-    output_dir: str = "runs/sac"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_000,
@@ -100,6 +89,18 @@ def make_env(
     ``cfg.frame_skip > 1`` repeats each action (:class:`FrameSkipTransform`), so an episode's
     return is still the sum of every env step's reward.
     """
+    from _common import make_base_env
+
+    from rl_envs import (
+        Compose,
+        DoubleToFloat,
+        FrameSkipTransform,
+        ObservationNorm,
+        RewardSum,
+        StepCounter,
+        TransformedEnv,
+    )
+
     skip = [FrameSkipTransform(cfg.frame_skip)] if cfg.frame_skip > 1 else []
     norm = [] if obs_stats is None else [ObservationNorm(*obs_stats, standard_normal=True)]
     return TransformedEnv(
@@ -135,6 +136,11 @@ def make_envs(cfg: Config) -> tuple[TransformedEnv, TransformedEnv]:
 
 
 def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, ValueOperator]:
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torch import nn
+
+    from rl_modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+
     action_spec = env.action_spec
     obs_dim = env.observation_spec["observation"].shape[-1]
     act_dim = action_spec.shape[-1]
@@ -158,6 +164,15 @@ def make_agent(cfg: Config, env: TransformedEnv) -> tuple[ProbabilisticActor, Va
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
+    import torch
+    from _common import seed_everything
+    from _off_policy import OffPolicyRun, train_off_policy
+    from tensordict import TensorDictBase
+
+    from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+    from rl_collectors import Collector
+    from rl_objectives import SACLoss, SoftUpdate
+
     torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     env, eval_env = make_envs(cfg)

@@ -17,18 +17,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import ClassVar
 
-import torch
-from _common import AttrState, RunConfig, action_half_range, parse_config, seed_everything
-from _off_policy import OffPolicyRun, train_off_policy
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-
-from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
-from rl_collectors import Collector
-from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
-from rl_modules import MLP, AdditiveGaussianModule, ProbabilisticActor, TanhDelta, ValueOperator
-from rl_objectives import SoftUpdate, TD3Loss
+from _config import RunConfig, parse_config
 
 
 @dataclass
@@ -65,7 +54,6 @@ class Config(RunConfig):
     """Clip of the target policy smoothing noise (in action half-ranges)."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critics."""
-    output_dir: str = "runs/td3"
 
     SMOKE: ClassVar[dict[str, object]] = {
         "total_frames": 2_000,
@@ -77,6 +65,24 @@ class Config(RunConfig):
         "eval_episodes": 1,
         "checkpoint_every": 1_000,
     }
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import AttrState, action_half_range, seed_everything
+from _off_policy import OffPolicyRun, train_off_policy
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+from rl_buffers import LazyTensorStorage, TensorDictReplayBuffer
+from rl_collectors import Collector
+from rl_envs import Compose, DoubleToFloat, GymEnv, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, AdditiveGaussianModule, ProbabilisticActor, TanhDelta, ValueOperator
+from rl_objectives import SoftUpdate, TD3Loss
 
 
 def make_env(cfg: Config) -> TransformedEnv:

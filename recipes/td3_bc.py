@@ -6,7 +6,7 @@ second step, 256x256 networks, Adam 3e-4, batch 256, tau 0.005); the paper's obs
 normalisation is left out.
 
     uv run recipes/make_dataset.py                     # writes the datasets first
-    uv run recipes/td3_bc.py --dataset runs/make_dataset/d4rl/halfcheetah-medium-v0.hdf5
+    uv run recipes/td3_bc.py --dataset runs/make_dataset/latest/d4rl/halfcheetah-medium-v0.hdf5
     uv run recipes/td3_bc.py --smoke                   # seconds, on a tiny random dataset
 """
 
@@ -16,15 +16,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
-import torch
-from _common import AttrState, parse_config
-from _offline import OfflineConfig, OfflineRun, setup_offline, smoke_overrides, train_offline
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torch import nn
-
-from rl_modules import MLP, TanhModule, ValueOperator
-from rl_objectives import SoftUpdate, TD3BCLoss
+from _config import OfflineConfig, parse_config, smoke_overrides
 
 
 @dataclass
@@ -47,9 +39,23 @@ class Config(OfflineConfig):
     """Critic steps per actor (and target) step."""
     hidden: int = 256
     """Width of the two hidden layers of actor and critics."""
-    output_dir: str = "runs/td3_bc"
 
     SMOKE: ClassVar[dict[str, object]] = smoke_overrides(hidden=32)
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (the heavy imports come after the flags are parsed: --help is instant)
+import torch
+from _common import AttrState
+from _offline import OfflineRun, setup_offline, train_offline
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+from rl_modules import MLP, TanhModule, ValueOperator
+from rl_objectives import SoftUpdate, TD3BCLoss
 
 
 def make_deterministic_actor(env: Any, hidden: int) -> TensorDictSequential:
@@ -68,7 +74,7 @@ def make_deterministic_actor(env: Any, hidden: int) -> TensorDictSequential:
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     cfg = parse_config(Config, argv)
-    env, buffer, references = setup_offline(cfg)
+    env, buffer, references = setup_offline(cfg, "td3_bc")
     actor = make_deterministic_actor(env, cfg.hidden)
     obs_dim = env.observation_spec["observation"].shape[-1]
     act_dim = env.action_spec.shape[-1]
