@@ -33,6 +33,7 @@ from _config import FIELD_CHECKS as FIELD_CHECKS
 from _config import RunConfig as RunConfig
 from _config import any_float as any_float
 from _config import check_fields as check_fields
+from _config import describe_presets as describe_presets
 from _config import field_checks as field_checks
 from _config import field_docs as field_docs
 from _config import finite_float as finite_float
