@@ -585,6 +585,7 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
             for obj in ready:
                 if id(obj) in by_conn:
                     index = by_conn[id(obj)]
+                    self._wait_while_stopped(index)
                     try:
                         message = obj.recv()
                     except (EOFError, OSError):
@@ -604,6 +605,16 @@ class MultiCollector(TrajectoryBatching, BackgroundCollection):
                         if message[0] == "error":
                             self._fail(index, message[1])
                     self._fail(index, None)
+
+    def _wait_while_stopped(self, index: int) -> None:
+        """A message may carry a new shared-memory buffer, whose file descriptor the worker
+        itself hands over while the message is read: reading from a stopped worker would
+        block. So wait for it to resume, until its timeout."""
+        pid = self._procs[index].pid
+        while process_state(pid) in ("T", "t"):
+            if time.monotonic() - self._sent_at[index] >= self.timeout:
+                self._timed_out([index])
+            time.sleep(0.02)
 
     def _timed_out(self, stuck: list[int]) -> None:
         """Kill the ``stuck`` workers at once, stop the others, raise :class:`WorkerTimeoutError`."""
