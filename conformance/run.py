@@ -40,7 +40,7 @@ TESTS = HERE / "torchrl_tests"
 RESULTS = HERE / "results"
 REPORT = ROOT / "docs" / "conformance.md"
 sys.path.insert(0, str(HERE))
-from scope import AREAS, BRANCH, IMPORT_MAP  # noqa: E402
+from scope import AREAS, BRANCH, OUT_OF_SCOPE_TESTS, mapped_prefix  # noqa: E402
 
 FILE_AREA = {f: area for area, files in AREAS.items() for f in files}
 # Failure messages that name a missing keyword argument or attribute of an existing name.
@@ -111,6 +111,7 @@ def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: st
     collected: list[str] = []
     phases: dict[str, list[dict]] = collections.defaultdict(list)
     collect_errors, missing_seen, out_of_scope = [], {}, 0
+    groups: collections.Counter[str] = collections.Counter()
     for r in records:
         if r["kind"] == "collected":
             collected = r["nodeids"]
@@ -122,6 +123,8 @@ def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: st
             missing_seen.update(r["names"])
         elif r["kind"] == "deselected":
             out_of_scope += len(r["nodeids"])
+            for nodeid in r["nodeids"]:
+                groups[next((k for k in OUT_OF_SCOPE_TESTS if k in nodeid), "?")] += 1
     counts = collections.Counter()
     blocked = collections.Counter()
     signatures = collections.Counter()
@@ -155,6 +158,7 @@ def summarize(rel: str, records: list[dict], wall: float, killed: bool, tail: st
         "not_run": counts["not run"],
         "skipped": counts["skipped"] + counts["xfailed"],
         "out_of_scope": out_of_scope,
+        "out_of_scope_groups": dict(groups),
         "collection_error": bool(collect_errors and not collected),
         "killed_by_budget": killed,
         "wall_s": round(wall, 1),
@@ -205,7 +209,13 @@ def _is_public(name: str) -> bool:
 
 
 def _is_mapped(name: str) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in IMPORT_MAP)
+    return mapped_prefix(name.rpartition(".")[0]) is not None
+
+
+def _per_file_mean(summaries: list[dict]) -> float | None:
+    """The unweighted mean of the per-file rates (files with nothing in scope left out)."""
+    rates = [r for r in map(_rate, summaries) if r is not None]
+    return sum(rates) / len(rates) if rates else None
 
 
 def _resolving_now(names: list[str]) -> set[str]:
@@ -288,6 +298,27 @@ def write_report(labels: list[str], command: str) -> None:
             cells += [f"{tot['passed']} / {n}", _fmt_rate(tot)]
         name = "**total**" if area == "total" else area
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    cells = []
+    for label in labels:
+        mean = _per_file_mean([data[label]["files"][f] for f in files if f in data[label]["files"]])
+        cells += ["files weighted equally", "–" if mean is None else f"{100 * mean:.1f}%"]
+    lines.append("| **unweighted per-file mean** | " + " | ".join(cells) + " |")
+    rated = sorted((f for f in files if _rate(data[latest]["files"][f]) is not None),
+                   key=lambda f: _rate(data[latest]["files"][f]))  # fmt: skip
+    below = [f for f in rated if _rate(data[latest]["files"][f]) < 0.85]
+    lines += [
+        "",
+        "The total weights each file by its number of tests (a file of 2,000 parametrised cases",
+        "counts 100 times as much as one of 20); the per-file mean weights every file alike.",
+        f"{len(below)} of {len(rated)} files are below 85% ({latest}); the ten weakest:",
+        "",
+        "| file | passed / in scope | rate |",
+        "|---|---:|---:|",
+    ]
+    for f in rated[:10]:
+        s = data[latest]["files"][f]
+        lines.append(f"| `{f}` | {s['passed']} / {s['passed'] + s['failed'] + s['errors']} "
+                     f"| {_fmt_rate(s)} |")  # fmt: skip
     lines += ["", "## Per file", ""]
     prev = labels[:-1]
     head = "| file | passed | failed | errors | skipped | out of scope | rate |"
@@ -317,15 +348,16 @@ def write_report(labels: list[str], command: str) -> None:
         seen.update(s["missing_seen"])
     names = set(blocked) | set(seen)
     resolved = _resolving_now(sorted(n for n in names if _is_public(n) and _is_mapped(n)))
-    public = [n for n in names if _is_public(n) and _is_mapped(n) and n not in resolved]
+    public = [n for n in names if _is_public(n) and n not in resolved]
     needed = sorted((n for n in public if blocked[n]), key=lambda n: (-blocked[n], n))
     unused = sorted(n for n in public if not blocked[n])
     lines += [
         "",
         f"## Missing public names that in-scope tests use ({len(needed)}) ({latest})",
         "",
-        "Imported by the in-scope files (or TorchRL's test helpers) under a mapped namespace,",
-        "not provided by the mapped rl_* package, and used by at least one in-scope test that",
+        "Imported by the in-scope files (or TorchRL's test helpers) from any public `torchrl`",
+        "namespace (the root and the namespaces the import map does not serve included; those",
+        "are marked *unmapped*), not provided by the rl_* packages, and used by at least one in-scope test that",
         "runs here. *Blocked* counts the tests that failed on this name (its first use raised",
         "`MissingNameError`) or that sit in a file which failed to collect on it.",
         f"{len(resolved)} names recorded as missing when their files were measured resolve",
@@ -334,7 +366,8 @@ def write_report(labels: list[str], command: str) -> None:
     ]
     if needed:
         lines += ["| name | tests blocked |", "|---|---:|"]
-        lines += [f"| `{n}` | {blocked[n]} |" for n in needed]
+        lines += [f"| `{n}`{'' if _is_mapped(n) else ' (unmapped)'} | {blocked[n]} |"
+                  for n in needed]  # fmt: skip
     else:
         lines.append("None.")
     lines += [
@@ -347,19 +380,20 @@ def write_report(labels: list[str], command: str) -> None:
         "",
         ", ".join(f"`{n}`" for n in unused) or "none",
     ]
-    other = sorted((n for n in names if not (_is_public(n) and _is_mapped(n))),
+    other = sorted((n for n in names if not _is_public(n)),
                    key=lambda n: (-blocked[n], n))  # fmt: skip
     lines += [
         "",
-        f"## Other missing names ({len(other)}): private names and unmapped namespaces",
+        f"## Other missing names ({len(other)}): private names",
         "",
-        "TorchRL internals (a `_` in the path) and namespaces we do not map (trainers, record,",
-        "weight_update...). They are not targets, but they block the tests listed.",
+        "TorchRL internals (a `_` in the path). They are not targets, but they block the tests",
+        "listed.",
         "",
         "| name | tests blocked |",
         "|---|---:|",
     ]
     lines += [f"| `{n}` | {blocked[n]} |" for n in other]
+    lines += _excluded_section(data[latest]["files"], files)
     gaps = collections.Counter()
     for s in data[latest]["files"].values():
         gaps.update(s.get("api_gaps", {}))
@@ -377,6 +411,36 @@ def write_report(labels: list[str], command: str) -> None:
     lines += ["", f"Regenerate: `{command}`.", ""]
     REPORT.write_text("\n".join(lines))
     print(f"wrote {REPORT.relative_to(ROOT)}")
+
+
+def _excluded_section(saved: dict[str, dict], files: list[str]) -> list[str]:
+    """Each group of tests ``scope.OUT_OF_SCOPE_TESTS`` excludes, with its count and reason."""
+    counts: collections.Counter[str] = collections.Counter()
+    unrecorded = [
+        f for f in files if saved[f]["out_of_scope"] and "out_of_scope_groups" not in saved[f]
+    ]
+    for f in files:
+        counts.update(saved[f].get("out_of_scope_groups", {}))
+    total = sum(saved[f]["out_of_scope"] for f in files)
+    lines = [
+        "",
+        f"## Tests excluded from the rates ({total})",
+        "",
+        "Each entry of `OUT_OF_SCOPE_TESTS` (`conformance/scope.py`), the tests it deselected in",
+        "the measured files, and why. These tests count neither as passed nor as failed.",
+        "",
+        "| test group (nodeid substring) | tests | reason |",
+        "|---|---:|---|",
+    ]
+    for key, reason in sorted(OUT_OF_SCOPE_TESTS.items(), key=lambda kv: (-counts[kv[0]], kv[0])):
+        if not any(key.startswith(f) for f in files):
+            continue
+        n = counts[key] if key in counts or not unrecorded else "?"
+        lines.append(f"| `{key}` | {n} | {reason.replace('|', '/')} |")
+    if unrecorded:
+        lines += ["", f"Per-group counts not recorded for {len(unrecorded)} files measured before "
+                  "they were kept (`?`): " + ", ".join(f"`{f}`" for f in unrecorded) + "."]  # fmt: skip
+    return lines
 
 
 def _head(src: Path | None) -> str:
@@ -480,6 +544,11 @@ def main(argv: list[str] | None = None) -> None:
     tot = _sum(list(summaries.values()))
     print(f"TOTAL: {tot['passed']} passed / {tot['passed'] + tot['failed'] + tot['errors']} "
           f"in scope, rate {_fmt_rate(tot)}")  # fmt: skip
+    mean = _per_file_mean(list(summaries.values()))
+    if mean is not None and len(summaries) > 1:
+        worst = sorted((s for s in summaries.values() if _rate(s) is not None), key=_rate)[:5]
+        print(f"UNWEIGHTED PER-FILE MEAN: {100 * mean:.1f}% over {len(summaries)} files; worst: "
+              + ", ".join(f"{s['file']} {_fmt_rate(s)}" for s in worst))  # fmt: skip
     blocked = collections.Counter()
     for s in summaries.values():
         blocked.update(s["blocked_by"])

@@ -206,6 +206,7 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
     "modules/test_actor.py::TestTinyVLA": "VLA policies, not in scope",
     "modules/test_actor.py::TestLeRobotPolicyWrapper": "LeRobot policies, not in scope",
     "test_distributions.py::TestLLMMaskedCategorical": "LLMMaskedCategorical: neither rl_llm nor rl_modules ships it yet (issue 30)",
+    "transforms/test_compose_and_env.py::TestTransformedEnv::test_auto_unwrap_env_var_restored_on_exit": "checks that TorchRL mirrors its global auto-unwrap mode into the AUTO_UNWRAP_TRANSFORMED_ENV environment variable (and patches the private torchrl._utils._AUTO_UNWRAP): rl_envs' set_auto_unwrap_transformed_env is a contextvars scope and, as STYLE.md asks, reads and writes no environment variable",
     "modules/test_rnn.py::TestRecurrentMatmulPrecision": "TorchRL's process-global matmul-precision override for its Triton RNN backend (set/get_recurrent_matmul_precision, the TORCHRL_RNN_PRECISION env var, the private _rnn_precision helpers each test resets): STYLE.md forbids global modes and env-var defaults, and rl_modules' LSTM/GRU modules have no Triton backend",
     "objectives/test_loss_module.py::TestUtils::test_add_random_module": "add_random_module appends to TorchRL's process-global RANDOM_MODULE_LIST (the vmap-randomness registry of its losses): a global registry STYLE.md forbids; rl_objectives' losses take no vmap_randomness",
     "objectives/test_sac.py::TestREDQ::test_redq_deprecated_separate_losses": "TorchRL's deprecated REDQ implementation (torchrl.objectives.deprecated), not ported",
@@ -254,6 +255,11 @@ OUT_OF_SCOPE_TESTS: dict[str, str] = {
 # A sub-path that exists in the target package (``rl_objectives.value.functional``) is looked
 # up first. ``only`` restricts which names a package contributes under that path.
 IMPORT_MAP: dict[str, list[str]] = {
+    # The root namespace (torchrl.set_auto_unwrap_transformed_env...) and torchrl._utils, where
+    # TorchRL defines those names; exact paths only (ROOT_PATHS), never a prefix of the others.
+    "torchrl": ["rl_envs", "rl_modules"],
+    "torchrl.record": ["rl_envs"],  # VideoRecorder, TensorDictRecorder: transforms here
+    "torchrl.record.loggers": ["rl_trainers"],  # DESIGN.md: torchrl.record.loggers -> rl_trainers
     "torchrl.envs": ["rl_envs", "rl_modules:exploration"],
     "torchrl.data": ["rl_buffers", "rl_envs:specs"],
     "torchrl.modules": ["rl_modules"],
@@ -267,3 +273,17 @@ IMPORT_MAP: dict[str, list[str]] = {
     "torchrl.collectors.llm": ["rl_llm"],
     "torchrl.weight_update.llm": ["rl_llm"],
 }
+
+ROOT_PATHS = frozenset({"torchrl", "torchrl._utils"})
+
+
+def mapped_prefix(fullname: str) -> str | None:
+    """The ``IMPORT_MAP`` key serving the module path ``fullname`` (longest prefix), or None.
+
+    ``torchrl`` itself serves only ``ROOT_PATHS``: ``torchrl.trainers`` is not mapped by it.
+    """
+    if fullname in ROOT_PATHS:
+        return "torchrl"
+    candidates = [p for p in IMPORT_MAP if p != "torchrl"
+                  and (fullname == p or fullname.startswith(p + "."))]  # fmt: skip
+    return max(candidates, key=len, default=None)

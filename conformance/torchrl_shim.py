@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from scope import IMPORT_MAP  # noqa: E402
+from scope import IMPORT_MAP, mapped_prefix  # noqa: E402
 
 TESTING_DIR = HERE / "torchrl_tests" / "_torchrl_testing"
 ALL_PACKAGES = ("rl_envs", "rl_modules", "rl_collectors", "rl_buffers", "rl_objectives", "rl_llm")
@@ -221,10 +221,11 @@ class _AliasModule(types.ModuleType):
 
 
 def _targets(fullname: str) -> list[tuple[str, frozenset[str] | None]]:
-    prefix = max((p for p in IMPORT_MAP if fullname == p or fullname.startswith(p + ".")),
-                 key=len, default=None)  # fmt: skip
+    prefix = mapped_prefix(fullname)
     if prefix is None:
         return []
+    if prefix == "torchrl":  # torchrl and torchrl._utils: the package roots only
+        return [(base, None) for base in IMPORT_MAP[prefix]]
     rest = fullname[len(prefix) :].lstrip(".").split(".") if fullname != prefix else []
     targets: list[tuple[str, frozenset[str] | None]] = []
     for entry in IMPORT_MAP[prefix]:

@@ -3,6 +3,7 @@
 from importlib.metadata import version as _version
 
 from rl_envs.auto_reset import AutoResetEnv, AutoResetTransform
+from rl_envs.auto_unwrap import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from rl_envs.batched import (
     AsyncEnvPool,
     ParallelEnv,
@@ -138,6 +139,8 @@ __all__ += [
     "Walker2dEnv",
 ]
 __all__ += ["DreamerEnv", "ModelBasedEnvBase", "WorldModelEnv"]
+# Scoped modes (TorchRL exposes them at the root: torchrl.set_auto_unwrap_transformed_env).
+__all__ += ["auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 __all__ += ["AutoResetEnv", "AutoResetTransform", "get_env_metadata"]
 __all__ += ["FinancialRegimeEnv", "TicTacToeEnv", "register_gym_spec_conversion"]
 __all__ += ["RobotDatasetMetadata", "UniformActionTokenizer"]

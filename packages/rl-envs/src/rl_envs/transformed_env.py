@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs.auto_unwrap import auto_unwrap_transformed_env
 from rl_envs.env_base import EnvBase, keep_preset_next
 from rl_envs.rollout_backend import RolloutBackend, choose_backend
 from rl_envs.transforms.callable import as_transform
@@ -126,7 +127,9 @@ class TransformedEnv(EnvBase):
     Args:
         base_env: the env to wrap. A ``TransformedEnv`` is unwrapped (its
             transforms move to the front of the new stack) unless ``auto_unwrap=False``
-            or either class is a subclass (e.g. ``AutoResetEnv``).
+            (or, when ``auto_unwrap`` is ``None``, an enclosing
+            ``set_auto_unwrap_transformed_env(False)``) or either class is a subclass
+            (e.g. ``AutoResetEnv``).
         transform: a transform, a ``Compose`` or a callable ``TensorDict -> TensorDict``
             (default: an empty ``Compose``). ``env.transform`` is that object itself, as
             in TorchRL; ``append_transform`` / ``insert_transform`` turn a single transform
@@ -168,7 +171,7 @@ class TransformedEnv(EnvBase):
         if (
             type(base_env) is TransformedEnv
             and type(self) is TransformedEnv
-            and auto_unwrap is not False
+            and (auto_unwrap_transformed_env() if auto_unwrap is None else auto_unwrap)
         ):
             inner = _detach_all(base_env.transform)
             base_env = base_env.base_env
