@@ -85,9 +85,13 @@ class BufferTransforms:
         return data
 
     def write(self, data: Any) -> Any:
+        """Applies the write transforms; ``None`` (a transform holding the data back, such as
+        a GRPO group still incomplete) stops the chain: nothing is to be written."""
         for entry in reversed(self._entries):
             if entry.invert:
                 data = entry.transform(data)
             elif (inv := _inverse(entry.transform)) is not None and is_tensor_collection(data):
                 data = inv(data)
+            if data is None:
+                return None
         return data

@@ -400,9 +400,9 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
             # a TensorDict item goes as a batch of one, so that writers that read its
             # entries (TensorDictMaxValueWriter) see a TensorDict, not a list
             index = self.extend(data.unsqueeze(0) if is_tensor_collection(data) else [data])
-            return int(index[0])
+            return int(index[0]) if index.numel() else index
         index = self.extend(unsqueeze(data, self._storage.ndim - 1))
-        return int(index[0]) if self._storage.ndim == 1 else index
+        return int(index[0]) if self._storage.ndim == 1 and index.numel() else index
 
     def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
         """Writes a batch (first dim; ``[envs, T]`` for 2-d storages); returns the positions written.
@@ -410,10 +410,14 @@ class ReplayBuffer(InPlaceWrites, Checkpointing, TrajectoryQueries, ConditionalU
         The whole batch is checked against the storage's keys, shapes and dtypes
         before anything is written: a bad batch raises and leaves the buffer unchanged.
         ``update_priority`` is TorchRL's switch for priorities read from the data, which
-        only :class:`TensorDictReplayBuffer` does; here it has no effect.
+        only :class:`TensorDictReplayBuffer` does; here it has no effect. A write transform
+        that returns ``None`` (e.g. ``MCAdvantage`` holding an incomplete group) writes
+        nothing: the returned index is empty.
         """
         if self._transform:
             data = self._transform.inv(data)
+            if data is None:  # a write transform held the batch back: nothing written
+                return torch.empty((0,) if self._storage.ndim == 1 else (0, 2), dtype=torch.long)
         with self._lock:
             self._futures.clear()
             if getattr(self._sampler, "take_free", None) is not None:

@@ -127,6 +127,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
         """Writes a batch; its ``priority_key`` entry, when present, sets the items' priorities
         (``update_priority=False``: new items get the default priority instead)."""
         index = super().extend(data)
+        if index.numel() == 0:  # held back by a write transform
+            return index
         if update_priority is not False and isinstance(data, TensorDictBase) \
                 and data.get(self.priority_key, None) is not None \
                 and isinstance(self._sampler_priority(), PrioritizedSampler):  # fmt: skip
