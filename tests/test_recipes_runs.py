@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import _common as common
@@ -187,6 +188,7 @@ def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path: Path) -> None:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert first.startswith("run folder runs/dqn/smoke-"), first
+        time.sleep(2)  # the line is printed just before the loop's try: let it get there
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=300)
     finally:
