@@ -99,11 +99,18 @@ def check_weights(
         elif new.is_floating_point() or new.is_complex():
             floating.append((key, new))
     if not problems and floating:
-        # One reduction per tensor, stacked: a single sync point for the whole update.
-        finite = torch.stack([torch.isfinite(t.detach()).all().to("cpu") for _, t in floating])
-        if not bool(finite.all()):
-            bad = [key for (key, _), ok in zip(floating, finite.tolist(), strict=True) if not ok]
-            problems.append(f"NaN or inf values in {bad} (did training diverge?)")
+        # A NaN or inf makes a tensor's sum non-finite; a sum is ~30x cheaper than isfinite()
+        # on CPU. A finite tensor whose sum overflows is then checked element-wise.
+        sums = torch.stack(
+            [
+                t.detach().sum().to("cpu", torch.complex128 if t.is_complex() else torch.float64)
+                for _, t in floating
+            ]
+        )
+        if not bool(torch.isfinite(sums).all()):
+            bad = [key for key, t in floating if not bool(torch.isfinite(t.detach()).all())]
+            if bad:
+                problems.append(f"NaN or inf values in {bad} (did training diverge?)")
     if problems:
         raise ValueError(
             f"{owner}: refused the new weights, nothing was changed: {'; '.join(problems)}. "
