@@ -35,8 +35,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-from _aggregate import summarize
 from _config import parse_config
 
 RECIPES_DIR = Path(__file__).resolve().parent
@@ -72,6 +70,14 @@ class Config:
     """Run a tiny budget (two --smoke runs of the recipe) to check the tool end to end."""
 
     SMOKE: ClassVar[dict[str, object]] = {"seeds": 2, "recipe_args": "--smoke", "reps": 200}
+
+
+if __name__ == "__main__":  # --help and bad flags answer before the heavy imports below
+    parse_config(Config)
+
+# ruff: noqa: E402 (numpy and rliable come after the flags are parsed: --help is instant)
+import numpy as np
+from _aggregate import summarize
 
 
 def recipe_script(recipe: str) -> Path:
