@@ -115,9 +115,30 @@ def run(
     batch = (*env.batch_size, max_steps)
     result = TensorDict(batch_size=batch, device=env.device)
     for k, v in out_root.items():
+        _add_parents(result, (), k, root if k in root_keys else buffers.inputs, nb, max_steps)
         result.set(k, v)
     for k, v in out_next.items():
+        _add_parents(result, ("next",), k, nxt_buf, nb, max_steps)
         result.set(("next", *(k if isinstance(k, tuple) else (k,))), v)
     if steps < max_steps:
         result = result[(slice(None),) * nb + (slice(0, steps),)]
     return result
+
+
+def _add_parents(
+    result: TensorDictBase, at: tuple[str, ...], key: Any, source: TensorDictBase, nb: int, t: int
+) -> None:
+    """Gives the sub-TensorDicts above ``key`` the batch size of ``source``'s, with the time
+    dim inserted after the ``nb`` env dims (a nested ``[*B, 5]`` group stays ``[*B, T, 5]``)."""
+    if not isinstance(key, tuple):
+        return
+    for depth in range(1, len(key)):
+        prefix = key[:depth]
+        if result.get((*at, *prefix), None) is not None:
+            continue
+        sub = source.get(prefix, None)
+        bs = getattr(sub, "batch_size", None)
+        if bs is None or len(bs) <= nb:
+            return  # no extra dims: set() creates it with the parent's batch size
+        shape = (*bs[:nb], t, *bs[nb:])
+        result.set((*at, *prefix), TensorDict(batch_size=shape, device=result.device))

@@ -46,15 +46,19 @@ def as_fn_list(
         return [create_env_fn] * num_workers
     fns = list(create_env_fn)
     if len(fns) != num_workers:
-        raise ValueError(
-            f"create_env_fn is a list of {len(fns)} callables but num_workers={num_workers}: "
-            "pass one callable, or one per worker."
+        # RuntimeError and its wording: TorchRL's, which user code may catch
+        raise RuntimeError(
+            f"len(create_env_fn) and num_workers mismatch: create_env_fn is a list of "
+            f"{len(fns)} callables but num_workers={num_workers}. Pass one callable, or one "
+            "per worker."
         )
     return fns
 
 
 def as_kwargs_list(
-    create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None, num_workers: int
+    create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None,
+    num_workers: int,
+    name: str = "create_env_kwargs",
 ) -> list[dict[str, Any]]:
     if create_env_kwargs is None:
         return [{} for _ in range(num_workers)]
@@ -62,8 +66,9 @@ def as_kwargs_list(
         return [dict(create_env_kwargs) for _ in range(num_workers)]
     kwargs = [dict(k) for k in create_env_kwargs]
     if len(kwargs) != num_workers:
-        raise ValueError(
-            f"create_env_kwargs holds {len(kwargs)} dicts but num_workers={num_workers}."
+        raise RuntimeError(
+            f"len({name}) and num_workers mismatch: {name} holds {len(kwargs)} dicts but "
+            f"num_workers={num_workers}. Pass one dict for all workers, or one per worker."
         )
     return kwargs
 
@@ -142,6 +147,7 @@ def make_buffers(env: Any, shared: bool) -> Buffers:
         for key in keys:
             for spec in specs:
                 if key in set(_keys(spec)):
+                    _make_parents(td, spec, key)
                     td.set(key, spec[key].zero())
                     break
         return td
@@ -164,6 +170,18 @@ def make_buffers(env: Any, shared: bool) -> Buffers:
         reset.share_memory_()
         step_mask.share_memory_()
     return Buffers(inputs, nxt, reset, input_keys, next_keys, reset_keys, step_mask)
+
+
+def _make_parents(td: TensorDictBase, spec: Any, key: NestedKey) -> None:
+    """Creates the sub-TensorDicts above ``key`` with their spec's shape (a nested
+    ``Composite`` of shape ``[*batch, 5]`` gives a sub-TensorDict of that batch size)."""
+    if isinstance(key, str):
+        return
+    for depth in range(1, len(key)):
+        prefix = key[:depth]
+        if td.get(prefix, None) is None:
+            shape = getattr(spec[prefix], "shape", td.batch_size)
+            td.set(prefix, TensorDict(batch_size=shape, device=td.device))
 
 
 def _unique(keys: list[NestedKey]) -> list[NestedKey]:

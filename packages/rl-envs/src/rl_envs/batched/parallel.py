@@ -36,7 +36,9 @@ from rl_envs.batched._unbuffered import (
     step_items,
     wants_buffers,
 )
+from rl_envs.batched._view import RowView, make_view, refuse_writeback
 from rl_envs.batched._worker import worker_loop
+from rl_envs.batched.serial import SerialEnv
 from rl_envs.env_base import EnvBase
 from rl_envs.rollout_backend import RolloutBackend
 from rl_envs.utils import EnvMetaData
@@ -45,6 +47,10 @@ __all__ = ["ParallelEnv", "WorkerError", "WorkerTimeoutError"]
 
 _JOIN_TIMEOUT_S = 5.0
 DEFAULT_TIMEOUT_S = 300.0
+# The keyword arguments a SerialEnv takes too (serial_for_single passes them on).
+_SERIAL_KWARGS = frozenset(
+    {"create_env_kwargs", "device", "validate_actions", "use_buffers", "share_individual_td"}
+)
 
 
 class WorkerError(RuntimeError):
@@ -91,6 +97,9 @@ class ParallelEnv(EnvBase):
         num_workers: number of processes.
         create_env_fn: a callable returning an env, or one per worker.
         create_env_kwargs: keyword arguments for it (a dict, or one per worker).
+        serial_for_single: with ``num_workers=1``, build a :class:`SerialEnv` instead (no
+            process; TorchRL's flag). ``ParallelEnv(1, f, serial_for_single=True)`` is then
+            not a ``ParallelEnv``.
         envs_per_worker: sub-envs built and stepped by each worker.
         mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default:
             ``"fork"`` where available, else ``"spawn"``).
@@ -122,12 +131,22 @@ class ParallelEnv(EnvBase):
         torch.Size([4, 5])
     """
 
+    def __new__(cls, *args: Any, serial_for_single: bool = False, **kwargs: Any) -> Any:
+        # TorchRL's serial_for_single: one worker runs in this process, as a SerialEnv
+        # (Python then skips ParallelEnv.__init__, the object not being a ParallelEnv)
+        num_workers = args[0] if args else kwargs.get("num_workers")
+        if serial_for_single and num_workers == 1:
+            serial_kwargs = {k: v for k, v in kwargs.items() if k in _SERIAL_KWARGS}
+            return SerialEnv(*args[:3], **serial_kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         num_workers: int,
         create_env_fn: Callable[..., Any] | Sequence[Callable[..., Any]],
         create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         *,
+        serial_for_single: bool = False,
         envs_per_worker: int = 1,
         mp_start_method: str | None = None,
         num_threads: int = 1,
@@ -174,6 +193,8 @@ class ParallelEnv(EnvBase):
             batch_size=(n, *meta.batch_size),
             validate_actions=validate_actions,
         )
+        self.serial_for_single = serial_for_single
+        self._mp_start_method = mp_start_method  # as asked (None: the default below)
         if mp_start_method is None:
             mp_start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         self.num_workers = num_workers
@@ -203,7 +224,7 @@ class ParallelEnv(EnvBase):
 
     def update_kwargs(self, kwargs: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """Updates the sub-envs' keyword arguments; running workers are restarted on next use."""
-        updates = as_kwargs_list(kwargs, self.num_workers)
+        updates = as_kwargs_list(kwargs, self.num_workers, name="kwargs")
         for current, update in zip(self.create_env_kwargs, updates, strict=True):
             current.update(update)
         if self.is_started:
@@ -264,6 +285,24 @@ class ParallelEnv(EnvBase):
                     "or use mp_start_method='fork'."
                 ) from exc
             return cloudpickle.dumps(fns)
+
+    def __getitem__(self, item: Any) -> ParallelEnv:
+        """A live view on the sub-envs ``item`` selects (an int, a slice, an index array).
+
+        The view is a ``ParallelEnv`` of batch ``[len(rows), *sub_batch]``; its resets and steps
+        are partial resets / steps of this env (see ``rl_envs.batched._view``).
+
+        Raises:
+            NotImplementedError: ``item`` is a boolean mask.
+        """
+        return make_view(self, item, _ParallelView)
+
+    def __setitem__(self, item: Any, value: Any) -> None:
+        refuse_writeback("ParallelEnv")
+
+    def start(self) -> None:
+        """Starts the workers now (they otherwise start at the first reset or step)."""
+        self._ensure_started()
 
     def _ensure_started(self) -> None:
         if not self._procs:
@@ -577,3 +616,7 @@ def _drop_leaked_lazy_legacy_variable() -> None:
     tensordict 0.14 with it fails at every stack. ``"None"`` means unset, so it goes."""
     if os.environ.get("LAZY_LEGACY_OP") == "None":
         del os.environ["LAZY_LEGACY_OP"]
+
+
+class _ParallelView(RowView, ParallelEnv):
+    """``ParallelEnv[i]``: a view on some of the parent's sub-envs (see ``rl_envs.batched._view``)."""

@@ -26,6 +26,7 @@ from rl_envs.batched._unbuffered import (
     step_items,
     wants_buffers,
 )
+from rl_envs.batched._view import RowView, make_view, refuse_writeback
 from rl_envs.batched._worker import EnvGroup
 from rl_envs.env_base import EnvBase
 from rl_envs.rollout_backend import RolloutBackend
@@ -115,12 +116,34 @@ class SerialEnv(EnvBase):
 
     def update_kwargs(self, kwargs: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """Rebuilds the sub-envs with updated keyword arguments (specs must not change)."""
-        updates = as_kwargs_list(kwargs, self.num_workers)
+        updates = as_kwargs_list(kwargs, self.num_workers, name="kwargs")
         for current, update in zip(self.create_env_kwargs, updates, strict=True):
             current.update(update)
         self._group.close()
         envs = [fn(**kw) for fn, kw in zip(self.create_env_fn, self.create_env_kwargs, strict=True)]
         self._group = EnvGroup(envs, self._exchange, 0)
+
+    def __getitem__(self, item: Any) -> SerialEnv:
+        """A live view on the sub-envs ``item`` selects (an int, a slice, an index array).
+
+        The view is a ``SerialEnv`` of batch ``[len(rows), *sub_batch]``; its resets and steps
+        are partial resets / steps of this env (see ``rl_envs.batched._view``).
+
+        Raises:
+            NotImplementedError: ``item`` is a boolean mask.
+        """
+        return make_view(self, item, _SerialView)
+
+    def __setitem__(self, item: Any, value: Any) -> None:
+        refuse_writeback("SerialEnv")
+
+    def start(self) -> None:
+        """Nothing to start (the sub-envs live in this process); TorchRL's batched-env API.
+
+        Raises:
+            RuntimeError: the env is closed.
+        """
+        self._check_open()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -232,3 +255,7 @@ def _backend_run(
 
 
 SerialEnv.rollout_backends = (RolloutBackend("batched", _backend_supports, _backend_run),)
+
+
+class _SerialView(RowView, SerialEnv):
+    """``SerialEnv[i]``: a view on some of the parent's sub-envs (see ``rl_envs.batched._view``)."""
