@@ -44,7 +44,7 @@ def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before, or while, reading
         return "X"
 
 
