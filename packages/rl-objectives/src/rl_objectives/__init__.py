@@ -5,7 +5,7 @@ from importlib.metadata import version as _version
 from rl_objectives.a2c import A2CLoss
 from rl_objectives.act import ACTLoss
 from rl_objectives.bc import BCLoss
-from rl_objectives.common import LossModule
+from rl_objectives.common import AUTO_LOSS_MASK_KEYS, LossModule
 from rl_objectives.cql import CQLLoss, DiscreteCQLLoss
 from rl_objectives.crossq import CrossQLoss
 from rl_objectives.ddpg import DDPGLoss
@@ -37,6 +37,7 @@ from rl_objectives.value import (
 __version__ = _version("rl-objectives")
 
 __all__ = [
+    "AUTO_LOSS_MASK_KEYS",
     "GAE",
     "A2CLoss",
     "ACTLoss",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -14,12 +16,20 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives._checks import LOSS_BOUNDS, check_hyperparameter
+from rl_objectives._functional import expanded_params, stacked_params
 from rl_objectives._keys import get_entry, replace_keys
 from rl_objectives._kwargs import kwargs_to_tensordict
+from rl_objectives._mask import AUTO_LOSS_MASK_KEYS, check_loss_mask_key, masked_reduce
 from rl_objectives._nets import BoundParams
 from rl_objectives.value.registry import ValueEstimators, build_value_estimator, check_value_type
 
-__all__ = ["TARGET_NET_WARNING", "LossModule", "ValueEstimatorLike", "rl_warnings"]
+__all__ = [
+    "AUTO_LOSS_MASK_KEYS",
+    "TARGET_NET_WARNING",
+    "LossModule",
+    "ValueEstimatorLike",
+    "rl_warnings",
+]
 
 # What a loss's ``value_estimator=`` accepts: a built-in type, its name, a registered key,
 # or a ready estimator module.
@@ -140,6 +150,8 @@ class LossModule(nn.Module):
         self.debug = debug
         self._tensor_keys = self.default_keys()
         self._network_names: list[str] = []
+        self._functional_names: set[str] = set()  # networks whose parameters live in <name>_params
+        self.__dict__["_loss_mask_key"] = "auto"
         self._detached: dict[str, TensorDictBase] = {}
         self._bound: dict[tuple[str, bool], BoundParams] = {}
         # held outside the module tree: the estimator's critic is one of our networks,
@@ -253,21 +265,106 @@ class LossModule(nn.Module):
     # -- networks and targets -------------------------------------------------------
 
     def convert_to_functional(
-        self, module: nn.Module, name: str, *, create_target_params: bool = False
+        self,
+        module: nn.Module | list[nn.Module],
+        name: str,
+        expand_dim: int | None = None,
+        create_target_params: bool = False,
+        compare_against: Iterable[torch.Tensor] | None = None,
     ) -> None:
-        """Register ``module`` as ``self.<name>``, with a target copy if asked.
+        """Register ``module`` as ``self.<name>``, its parameters as ``self.<name>_params``,
+        and a target copy ``target_<name>_params`` if asked (TorchRL's subclassing API).
+
+        Without ``expand_dim`` / ``compare_against`` the network keeps its own parameters
+        (``<name>_params`` is a TensorDict of those very ``nn.Parameter`` objects). With
+        them, the parameters live in ``<name>_params`` (see :mod:`rl_objectives._functional`:
+        copies redrawn within each parameter's range, shared ones detached) and the network is
+        a template the loss runs with them (``params.to_module(self.<name>)``, ``torch.vmap``).
 
         Args:
-            module: the network (any ``nn.Module``; TensorDict modules in practice).
+            module: the network, or a list of ``expand_dim`` same-shaped networks stacked
+                into one parameter set.
             name: attribute name, e.g. ``"actor_network"``.
+            expand_dim: number of copies of the parameters (leading dim).
             create_target_params: store ``target_<name>_params`` (a detached clone).
+            compare_against: parameters of another network: held detached here. Ignored
+                for a list of networks (as in TorchRL).
+
+        Raises:
+            RuntimeError: a list of networks whose length is not ``expand_dim``.
         """
-        setattr(self, name, module)
+        if isinstance(module, (list, tuple)):
+            if expand_dim != len(module):
+                raise RuntimeError(
+                    f"{type(self).__name__}.convert_to_functional({name!r}): The ``expand_dim`` "
+                    f"value must match the length of the module list/tuple (got {expand_dim} "
+                    f"for {len(module)} modules)."
+                )
+            params = stacked_params(list(module))
+            module = module[0]
+        elif expand_dim is not None or compare_against is not None:
+            params = expanded_params(module, expand_dim, compare_against)
+        else:
+            params = None
+        if params is None:
+            setattr(self, name, module)
+            # the live parameters themselves: edits of the network show here, and back
+            self.__dict__[f"{name}_params"] = TensorDict.from_module(module)
+        else:
+            self.__dict__[name] = module  # a template: its own parameters are not the loss's
+            setattr(self, f"{name}_params", params)
+            self._functional_names.add(name)
         self._network_names.append(name)
         if create_target_params:
-            target = TensorDict.from_module(module).data.clone()
+            source = params if params is not None else TensorDict.from_module(module)
+            target = source.data.clone()
             setattr(self, f"target_{name}_params", TensorDictParams(target, no_convert=True))
             self._target_updater_missing = True
+
+    def get_stateful_net(self, name: str, copy: bool = True) -> nn.Module:
+        """Network ``name`` holding the loss's parameters, as TorchRL's method.
+
+        ``copy=False`` gives the network itself. ``copy=True`` gives a copy of its structure
+        holding the same parameter tensors: an in-place edit (``p.data.zero_()``) changes the
+        loss's parameters, a replaced parameter (``mod.weight = nn.Parameter(...)``) does not
+        until :meth:`from_stateful_net` copies it back.
+        """
+        module = getattr(self, name)
+        if not copy and name not in self._functional_names:
+            return module
+        clone = deepcopy(module)
+        self.network_params(name).to_module(clone)
+        return clone
+
+    def from_stateful_net(self, name: str, stateful_net: nn.Module) -> None:
+        """Copy the parameter values of ``stateful_net`` into network ``name``'s parameters."""
+        new = TensorDict.from_module(stateful_net).data
+        with torch.no_grad():
+            self.network_params(name).data.update_(new)
+        self._own_params_cache.clear()
+
+    def register_coeff_buffer(
+        self, name: str, value: float | torch.Tensor | None, dtype: torch.dtype | None = None
+    ) -> None:
+        """Store a loss coefficient as a 0-d buffer (moved by ``.to()``, saved in ``state_dict``,
+        and schedulable: assigning a number later fills it in place); ``None`` is a plain
+        attribute.
+
+        Raises:
+            ValueError: ``value`` is a bool or a tensor of more than one element.
+        """
+        if value is None:
+            setattr(self, name, None)
+            return
+        if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.numel() != 1):
+            raise ValueError(
+                f"{name} must be a float or a scalar tensor, got {value!r}; pass e.g. {name}=0.01."
+            )
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().reshape(()).to(dtype or value.dtype)
+        else:
+            tensor = torch.tensor(float(value), dtype=dtype or torch.get_default_dtype())
+        self.register_buffer(name, tensor)
 
     def network_params(self, name: str) -> TensorDictBase:
         """The live parameters (and buffers) of network ``name`` as a TensorDict.
@@ -275,6 +372,8 @@ class LossModule(nn.Module):
         Its leaves are the modules' own ``nn.Parameter`` objects, so an optimizer can take
         ``params.values(True, True)``.
         """
+        if name in self._functional_names:
+            return self._modules[f"{name}_params"]
         return TensorDict.from_module(getattr(self, name))
 
     def detached_params(self, name: str) -> TensorDictBase:
@@ -451,6 +550,12 @@ class LossModule(nn.Module):
             return
         if name in LOSS_BOUNDS:  # at construction or a later loss.gamma = ...; never per call
             check_hyperparameter(type(self).__name__, name, value, LOSS_BOUNDS[name])
+        buffer = self.__dict__.get("_buffers", {}).get(name)
+        if buffer is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # a scheduled coefficient (register_coeff_buffer): keep the buffer, its device and
+            # dtype, and its place in state_dict; only the value changes
+            buffer.fill_(value)
+            return
         super().__setattr__(name, value)
 
     def _check_value_type(self, value_type: Any) -> Any:
@@ -513,6 +618,35 @@ class LossModule(nn.Module):
         return self
 
     # -- reduction ------------------------------------------------------------------
+
+    @property
+    def loss_mask_key(self) -> NestedKey | None:
+        """Which validity mask :meth:`_reduce_loss` reads: ``"auto"`` (default: every entry of
+        :data:`AUTO_LOSS_MASK_KEYS` present, ANDed), one nested key, or ``None`` (none)."""
+        return self.__dict__["_loss_mask_key"]
+
+    @loss_mask_key.setter
+    def loss_mask_key(self, value: NestedKey | None) -> None:
+        self.__dict__["_loss_mask_key"] = check_loss_mask_key(value, type(self).__name__)
+
+    def _reduce_loss(
+        self,
+        loss: torch.Tensor,
+        tensordict: TensorDictBase | None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Reduce a per-position loss over the valid positions (TorchRL's subclass hook).
+
+        Args:
+            loss: the per-position loss.
+            tensordict: the loss's input, where the ``loss_mask_key`` masks are read.
+            mask: a mask of the caller's; with ``reduction="none"`` the result keeps only the
+                valid positions.
+
+        Returns:
+            The loss reduced with ``self.reduction`` (see :func:`rl_objectives._mask.masked_reduce`).
+        """
+        return masked_reduce(loss, self.reduction, tensordict, self.loss_mask_key, mask)
 
     def _reduce(self, loss: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         """Reduce a per-sample loss; weighted mean is ``sum(w * l) / sum(w)``."""
