@@ -103,3 +103,35 @@ class RecordingPolicy(torch.nn.Module):
         self.seen.append((interaction_type(), self.training, torch.is_inference_mode_enabled()))
         td.set("action", self.lin(td["observation"]))
         return td
+
+
+def make_regression_net(hidden: int = 16) -> torch.nn.Module:
+    """The same initial network in every process (its own seed)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(OBS_DIM, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
+    )
+
+
+class DDPRegression(torch.nn.Module):
+    """Mean-squared reward regression around any network (plain or DDP-wrapped)."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        return TensorDict(
+            loss_value=(self.net(td["observation"]) - td["next", "reward"]).pow(2).mean()
+        )
+
+
+class ConcatCollector:
+    """The batches of several collectors concatenated: what N data-parallel ranks see together."""
+
+    def __init__(self, *collectors: FakeCollector) -> None:
+        self.collectors = collectors
+
+    def __iter__(self):
+        for batches in zip(*self.collectors, strict=False):
+            yield torch.cat(list(batches))
