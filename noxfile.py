@@ -68,7 +68,7 @@ def _sync_package(session: nox.Session, package: str) -> None:
 
 
 def _sync_all(session: nox.Session) -> None:
-    _sync(session, "--all-packages", "--all-extras")
+    _sync(session, "--all-packages", "--all-extras", "--group", "dev")
 
 
 def _use_tensordict(session: nox.Session, version: str) -> None:
