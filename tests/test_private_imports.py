@@ -126,4 +126,4 @@ def test_no_private_name_crosses_modules(package: Path) -> None:
 
 
 def test_every_package_is_checked() -> None:
-    assert len(PACKAGES) == 7
+    assert len(PACKAGES) == 8
