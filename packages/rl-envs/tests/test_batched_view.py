@@ -13,6 +13,7 @@ from rl_envs import (
     ParallelEnv,
     PendulumEnv,
     SerialEnv,
+    TransformedEnv,
     Unbounded,
     check_env_specs,
 )
@@ -187,5 +188,34 @@ def test_nested_batch_dims_survive_the_batched_env(cls, use_buffers):
         assert env.reset()["data"].batch_size == (2, 3, 5)
         rollout = env.rollout(4)
         assert rollout["next", "data"].batch_size == (2, 3, 4, 5)
+    finally:
+        env.close()
+
+
+def test_cpu_device_index_is_not_a_different_device():
+    from rl_envs import DeviceCastTransform
+
+    spec = Unbounded((2,), device="cpu:1")
+    assert spec.is_in(torch.zeros(2, device="cpu:1"))  # a CPU tensor reports plain "cpu"
+    assert spec.is_in(torch.zeros(2))
+    env = TransformedEnv(
+        PendulumEnv(),
+        DeviceCastTransform("cpu:1", in_keys=["observation"], in_keys_inv=["action"]),
+    )
+    assert env.device is None  # outputs on two devices
+    check_env_specs(env)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_batched_env_of_mixed_device_sub_envs_has_no_device(cls):
+    from rl_envs import DeviceCastTransform
+
+    def make():
+        return TransformedEnv(PendulumEnv(), DeviceCastTransform("cpu:1", in_keys=["observation"]))
+
+    env = cls(2, make)
+    try:
+        assert env.device is None
+        check_env_specs(env)
     finally:
         env.close()

@@ -34,7 +34,7 @@ class SubEnvMeta:
     done: Any
     state: Any
     batch_size: torch.Size
-    device: torch.device
+    device: torch.device | None
 
 
 def as_fn_list(
@@ -98,7 +98,9 @@ def read_meta(env: Any) -> SubEnvMeta:
         done=env.full_done_spec.clone(),
         state=env.full_state_spec.clone(),
         batch_size=torch.Size(env.batch_size),
-        device=torch.device(env.device) if env.device is not None else torch.device("cpu"),
+        # None: the sub-env's outputs live on several devices (a partial DeviceCastTransform);
+        # the batched env then has no device either, as in TorchRL
+        device=torch.device(env.device) if env.device is not None else None,
     )
 
 

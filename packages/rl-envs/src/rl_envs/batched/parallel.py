@@ -203,6 +203,8 @@ class ParallelEnv(EnvBase):
         self.create_env_kwargs = kwargs
         self.mp_start_method = mp_start_method
         self.num_threads = num_threads
+        if meta.device is None:  # sub-env outputs on several devices: no single device
+            self._device = None
         set_batched_specs(self, meta, n)
         # buffers only where the specs fit them (fixed shapes, tensors): else TensorDicts
         self.use_buffers = wants_buffers(meta) and use_buffers is not False

@@ -98,6 +98,8 @@ class SerialEnv(EnvBase):
         self.num_workers = num_workers
         self.create_env_fn = fns
         self.create_env_kwargs = kwargs
+        if meta.device is None:  # sub-env outputs on several devices: no single device
+            self._device = None
         set_batched_specs(self, meta, num_workers)
         # buffers only where the specs fit them (fixed shapes, tensors): else TensorDicts
         self.use_buffers = wants_buffers(meta) and use_buffers is not False

@@ -55,6 +55,16 @@ def shape_args(shape: tuple[Any, ...]) -> torch.Size:
     return as_size(shape)
 
 
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """Whether a tensor on ``a`` lives where a spec on ``b`` says: same type, and the same index
+    unless one has none. CPU indices are ignored: a CPU tensor never carries one (a tensor
+    moved to ``"cpu:1"`` reports ``"cpu"``), so a spec on ``"cpu:1"`` holds CPU tensors."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    return a.type == "cpu" or a.index is None or b.index is None or a.index == b.index
+
+
 def tensor_repr(t: torch.Tensor) -> str:
     if t.numel() == 1 or (t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())):
         value = t.reshape(-1)[0].item()
@@ -144,7 +154,7 @@ class TensorSpec:
             )
         if val.dtype != self.dtype:
             return f"expected dtype {self.dtype}, got {val.dtype}"
-        if val.device != self.device:
+        if not same_device(val.device, self.device):
             return f"expected device {self.device}, got {val.device}"
         return None
 
@@ -164,7 +174,9 @@ class TensorSpec:
             return False
         n = len(self.shape)
         vs = val.shape
-        if len(vs) < n or (n and vs[len(vs) - n :] != self.shape) or val.device != self.device:
+        if len(vs) < n or (n and vs[len(vs) - n :] != self.shape):
+            return False
+        if not same_device(val.device, self.device):
             return False
         return self._in_range(val)
 
