@@ -84,6 +84,7 @@ from rl_envs.transforms.urscript import (
 )
 from rl_envs.transforms.vecnorm import VecNorm
 from rl_envs.transforms.vecnorm_v2 import VecNormV2
+from rl_envs.transforms.video_recorder import VideoRecorder
 
 __all__ = [
     "ACTION_CHUNK_KEY",
@@ -171,6 +172,7 @@ __all__ = [
     "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
+    "VideoRecorder",
     "gSDENoise",
     "get_env_transforms_from_module",
     "get_primers_from_module",

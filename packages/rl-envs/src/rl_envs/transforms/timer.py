@@ -97,7 +97,16 @@ class Timer(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return tensordict
+        """Refused, as in TorchRL: a Timer measures an env's calls and has nothing to time
+        in a TensorDict alone.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError(
+            "Timer times an env's steps, resets and policy calls: append it to an env "
+            "(TransformedEnv(env, Timer())) instead of calling it on a TensorDict."
+        )
 
     def transform_specs(self, specs: EnvSpecs) -> EnvSpecs:
         from rl_envs.specs import Unbounded

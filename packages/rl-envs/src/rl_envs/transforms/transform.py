@@ -126,7 +126,9 @@ class Transform(nn.Module):
             ("out_keys", self.in_keys, self.out_keys),
             ("out_keys_inv", self.in_keys_inv, self.out_keys_inv),
         ):
-            if len(a) != len(b):
+            # no inputs and some outputs: a transform that creates entries (e.g. adds pixels),
+            # as TorchRL allows; a pairing of inputs to outputs must match one to one
+            if len(a) != len(b) and a:
                 raise ValueError(
                     f"{type(self).__name__} expects the same number of input and output "
                     f"keys: {name} must have one key per input key, "
@@ -149,7 +151,7 @@ class Transform(nn.Module):
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         """Applies ``_apply_transform`` to each ``in_key`` and writes ``out_key``."""
-        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=bool(self.in_keys)):
             value = next_tensordict.get(in_key, None)
             if value is None:
                 if self._missing_tolerance:
@@ -307,7 +309,7 @@ class Transform(nn.Module):
     def _map_specs(self, composite: Any) -> Any:
         if not is_composite(composite):  # a bare leaf spec: TorchRL transforms it directly
             return self.transform_leaf_spec(composite.clone())
-        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=bool(self.in_keys)):
             if spec_has(composite, in_key):
                 composite[out_key] = self.transform_leaf_spec(composite[in_key].clone())
         return composite
