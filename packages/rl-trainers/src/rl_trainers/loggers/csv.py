@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from rl_trainers.loggers.common import Logger, _check_video, _flatten, _scalar
+from rl_trainers.loggers._values import check_video, flatten, scalar
+from rl_trainers.loggers.common import Logger
 
 __all__ = ["CSVExperiment", "CSVLogger"]
 
@@ -123,14 +124,14 @@ class CSVLogger(Logger):
         )
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
-        self.experiment.add_scalar(name, _scalar(value), global_step=step)
+        self.experiment.add_scalar(name, scalar(value), global_step=step)
 
     def log_video(self, name: str, video: torch.Tensor, step: int | None = None, **kwargs) -> None:
-        _check_video(video)
+        check_video(video)
         self.experiment.add_video(name, video, global_step=step)
 
     def log_hparams(self, cfg: Mapping[str, Any]) -> None:
-        flat = _flatten(cfg)
+        flat = flatten(cfg)
         self.experiment.add_text("hparams", "\n".join(f"{k}: {flat[k]}" for k in sorted(flat)))
 
     def log_histogram(self, name: str, data: Sequence | torch.Tensor, **kwargs) -> None:

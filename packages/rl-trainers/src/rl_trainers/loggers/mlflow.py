@@ -9,7 +9,8 @@ from typing import Any
 
 import torch
 
-from rl_trainers.loggers.common import Logger, _check_video, _flatten, _scalar
+from rl_trainers.loggers._values import check_video, flatten, scalar
+from rl_trainers.loggers.common import Logger
 
 __all__ = ["MLFlowLogger"]
 
@@ -84,11 +85,11 @@ class MLFlowLogger(Logger):
         return run
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
-        self.client.log_metric(self.run_id, name, _scalar(value), step=step)
+        self.client.log_metric(self.run_id, name, scalar(value), step=step)
 
     def log_video(self, name: str, video: torch.Tensor, step: int | None = None, **kwargs) -> None:
         """Store the video tensor as an artifact ``videos/<name>_<step>.pt`` (read it with ``torch.load``)."""
-        _check_video(video)
+        check_video(video)
         self.video_log_counter += 1
         step = self.video_log_counter if step is None else step
         with tempfile.TemporaryDirectory() as tmp:
@@ -99,7 +100,7 @@ class MLFlowLogger(Logger):
     def log_hparams(self, cfg: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        params = [Param(k, str(v)) for k, v in _flatten(cfg).items()]
+        params = [Param(k, str(v)) for k, v in flatten(cfg).items()]
         self.client.log_batch(self.run_id, params=params)
 
     def log_histogram(self, name: str, data: Sequence | torch.Tensor, **kwargs) -> None:

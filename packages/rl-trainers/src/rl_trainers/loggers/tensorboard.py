@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from rl_trainers.loggers.common import Logger, _check_video, _flatten, _scalar
+from rl_trainers.loggers._values import check_video, flatten, scalar
+from rl_trainers.loggers.common import Logger
 
 __all__ = ["TensorboardLogger"]
 
@@ -46,10 +47,10 @@ class TensorboardLogger(Logger):
         return SummaryWriter(log_dir=os.path.join(self.log_dir, self.exp_name))
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
-        self.experiment.add_scalar(name, _scalar(value), global_step=step)
+        self.experiment.add_scalar(name, scalar(value), global_step=step)
 
     def log_video(self, name: str, video: torch.Tensor, step: int | None = None, **kwargs) -> None:
-        _check_video(video)
+        check_video(video)
         try:
             import moviepy  # noqa: F401  - TensorBoard encodes GIFs with it
         except ImportError as err:
@@ -62,7 +63,7 @@ class TensorboardLogger(Logger):
     def log_hparams(self, cfg: Mapping[str, Any]) -> None:
         flat = {
             k: v if isinstance(v, (int, float, str, bool, torch.Tensor)) else str(v)
-            for k, v in _flatten(cfg).items()
+            for k, v in flatten(cfg).items()
         }
         self.experiment.add_hparams(flat, metric_dict={})
 

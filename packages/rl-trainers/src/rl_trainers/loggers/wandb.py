@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from rl_trainers.loggers.common import Logger, _check_video, _flatten, _scalar
+from rl_trainers.loggers._values import check_video, flatten, scalar
+from rl_trainers.loggers.common import Logger
 
 __all__ = ["WandbLogger"]
 
@@ -89,13 +90,13 @@ class WandbLogger(Logger):
     def log_scalar(
         self, name: str, value: float, step: int | None = None, commit: bool = True
     ) -> None:
-        payload: dict[str, Any] = {name: _scalar(value)}
+        payload: dict[str, Any] = {name: scalar(value)}
         if step is not None:
             payload[_STEP_KEY] = step
         self.experiment.log(payload, commit=commit)
 
     def log_video(self, name: str, video: torch.Tensor, step: int | None = None, **kwargs) -> None:
-        _check_video(video)
+        check_video(video)
         import wandb
 
         fps = kwargs.pop("fps", self.video_fps)
@@ -108,7 +109,7 @@ class WandbLogger(Logger):
         self.experiment.log(payload, **kwargs)
 
     def log_hparams(self, cfg: Mapping[str, Any]) -> None:
-        self.experiment.config.update(_flatten(cfg), allow_val_change=True)
+        self.experiment.config.update(flatten(cfg), allow_val_change=True)
 
     def log_histogram(self, name: str, data: Sequence | torch.Tensor, **kwargs) -> None:
         """Log ``wandb.Histogram(data)``; keyword arguments ``step`` and ``bins`` (``num_bins``)."""
