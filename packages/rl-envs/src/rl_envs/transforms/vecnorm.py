@@ -170,8 +170,9 @@ class VecNorm(Transform):
         c = np.maximum(c, 1e-12)
         mean = t / c
         var = np.maximum(s / c - mean * mean, self.eps)
-        std = torch.from_numpy(var).sqrt().numpy()  # torch's sqrt: numpy's may round otherwise
-        return torch.from_numpy((x - mean) / np.maximum(std, self.eps))
+        std = torch.from_numpy(np.asarray(var)).sqrt().numpy()  # torch's sqrt: numpy's may round
+        # np.asarray: per-sample shape () gives numpy scalars, which from_numpy refuses
+        return torch.from_numpy(np.asarray((x - mean) / np.maximum(std, self.eps)))
 
     def _mean_std(
         self, total: torch.Tensor, ssq: torch.Tensor, count: torch.Tensor
@@ -202,11 +203,68 @@ class VecNorm(Transform):
         self.frozen = False
         return self
 
+    def _check_initialized(self, what: str) -> None:
+        missing = [k for k in self.in_keys if _flat(k) + "_sum" not in self.stats.keys()]  # noqa: SIM118
+        if missing:
+            raise RuntimeError(
+                f"VecNorm.{what}: no statistics yet for {missing}. Make sure the VecNorm has been "
+                "initialized: run at least one step through it (or pass shapes=...) first."
+            )
+
+    def _stat_td(self, which: str) -> TensorDictBase:
+        self._check_initialized(which)
+        out = TensorDict()
+        for key in self.in_keys:
+            name = _flat(key)
+            mean, std = self._mean_std(
+                self.stats.get(name + "_sum"),
+                self.stats.get(name + "_ssq"),
+                self.stats.get(name + "_count"),
+            )
+            out.set(key, mean if which == "loc" else std)
+        return out
+
+    @property
+    def loc(self) -> TensorDictBase:
+        """The running means, one entry per ``in_key`` (TorchRL's attribute)."""
+        return self._stat_td("loc")
+
+    @property
+    def scale(self) -> TensorDictBase:
+        """The running standard deviations, one entry per ``in_key``."""
+        return self._stat_td("scale")
+
+    def denorm(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Undo the normalisation: ``in_key = out_key * std + mean`` for each key pair.
+
+        Returns:
+            A shallow copy of ``tensordict`` holding the recovered entries.
+
+        Raises:
+            RuntimeError: no statistics yet.
+        """
+        loc, scale = self.loc, self.scale
+        out = tensordict.copy()
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            value = tensordict.get(out_key, None)
+            if value is not None:
+                out.set(in_key, value * scale.get(in_key) + loc.get(in_key))
+        return out
+
     def frozen_copy(self) -> VecNorm:
-        """A frozen clone holding a copy of the current statistics."""
+        """A frozen clone that reads this VecNorm's statistics without updating them.
+
+        The statistics are shared, as in TorchRL: an evaluation env built with the frozen
+        copy normalises with the training env's latest statistics. Use
+        ``frozen_copy()`` then ``copy.stats = copy.stats.clone()`` for a snapshot.
+
+        Raises:
+            RuntimeError: no statistics yet.
+        """
+        self._check_initialized("frozen_copy")
         out = self.clone()
-        out.stats = self.stats.clone()
-        out.lock = None
+        out.stats = self.stats
+        out.lock = None  # it never writes
         return out.freeze()
 
     def to_observation_norm(self) -> Transform:

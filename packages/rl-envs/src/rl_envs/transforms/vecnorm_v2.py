@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from rl_envs.transforms._utils import NestedKey, unbounded_like
 from rl_envs.transforms.transform import Transform
@@ -94,8 +94,38 @@ class VecNormV2(Transform):
         return self
 
     def frozen_copy(self) -> VecNormV2:
-        """A frozen clone (its statistics are a copy)."""
+        """A frozen clone (its statistics are a copy).
+
+        Raises:
+            RuntimeError: no statistics yet (TorchRL's message).
+        """
+        missing = [k for k in self.in_keys if k not in self._stats]
+        if missing:
+            raise RuntimeError(
+                f"VecNormV2.frozen_copy: no statistics yet for {missing}. Make sure the VecNorm "
+                "has been initialized: run at least one step through it first."
+            )
         return self.clone().freeze()
+
+    def to_observation_norm(self) -> Transform:
+        """An ``ObservationNorm`` (``standard_normal=True``) per key with the current statistics
+        (one transform, or a ``Compose`` of several)."""
+        from rl_envs.transforms.compose import Compose
+        from rl_envs.transforms.observation_norm import ObservationNorm
+
+        norms = []
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            loc, scale = self._loc_scale(in_key)
+            norms.append(
+                ObservationNorm(
+                    loc=loc.clone(),
+                    scale=scale.clone(),
+                    in_keys=[in_key],
+                    out_keys=[out_key],
+                    standard_normal=True,
+                )
+            )
+        return norms[0] if len(norms) == 1 else Compose(*norms)
 
     def clone(self) -> VecNormV2:
         other = super().clone()
@@ -103,14 +133,15 @@ class VecNormV2(Transform):
         return other
 
     @property
-    def loc(self) -> dict[NestedKey, torch.Tensor]:
-        """The bias-corrected running means, by key."""
-        return {k: self._loc_scale(k)[0] for k in self._stats}
+    def loc(self) -> TensorDictBase:
+        """The bias-corrected running means, one entry per key (a TensorDict, as TorchRL's)."""
+        return TensorDict({k: self._loc_scale(k)[0] for k in self._stats})
 
     @property
-    def scale(self) -> dict[NestedKey, torch.Tensor]:
-        """The bias-corrected running standard deviations (floored at ``eps``), by key."""
-        return {k: self._loc_scale(k)[1] for k in self._stats}
+    def scale(self) -> TensorDictBase:
+        """The bias-corrected running standard deviations (floored at ``eps``), one entry per
+        key."""
+        return TensorDict({k: self._loc_scale(k)[1] for k in self._stats})
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"stats": {k: [t.clone() for t in v] for k, v in self._stats.items()}}
