@@ -33,7 +33,7 @@ from rl_collectors import (
 )
 from rl_collectors import WorkerError as CollectorWorkerError
 from rl_collectors import WorkerTimeoutError as CollectorTimeoutError
-from rl_envs import ParallelEnv, WorkerError, WorkerTimeoutError
+from rl_envs import AsyncEnvPool, ParallelEnv, WorkerError, WorkerTimeoutError
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 HERE = Path(__file__).parent
@@ -287,6 +287,13 @@ def main():
         td = env.reset()
         print(" ".join(str(p.pid) for p in env._procs), flush=True)
         env.rand_step(td)  # blocks in the workers' _step: the test kills us meanwhile
+    elif {kind!r} == "async_env_pool":
+        from rl_envs import AsyncEnvPool
+        makers = [functools.partial(make_fault_env, fault="sleep")] * 2
+        env = AsyncEnvPool(makers, backend="multiprocessing")
+        td = env.reset()
+        print(" ".join(str(w.pid) for w in env._workers), flush=True)
+        env.rand_step(td)  # blocks in the workers' env step
     else:
         from rl_collectors import MultiSyncCollector
         env = functools.partial(make_fault_env, fault="sleep")
@@ -300,7 +307,7 @@ if __name__ == "__main__":
 
 
 @linux_only
-@pytest.mark.parametrize("kind", ["parallel_env", "multi_sync_collector"])
+@pytest.mark.parametrize("kind", ["parallel_env", "multi_sync_collector", "async_env_pool"])
 def test_parent_sigkilled_while_workers_block_in_step_leaves_no_orphan(kind, tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent(_ORPHAN_SCRIPT.format(here=str(HERE), kind=kind)))
@@ -426,3 +433,60 @@ def test_a_float64_update_is_cast_like_load_state_dict():
         assert torch.equal(shared, doubled["module.0.weight"].float())
     finally:
         collector.shutdown()
+
+
+# ------------------------------------------------------------------ AsyncEnvPool
+
+
+def _pool(backend: str, fault: str | None = None, where: str = "step") -> AsyncEnvPool:
+    makers = [
+        functools.partial(make_fault_env),
+        functools.partial(make_fault_env, fault=fault, where=where, at=2 if where == "step" else 1),
+    ]
+    return AsyncEnvPool(makers, backend=backend, timeout=1.0)
+
+
+@pytest.mark.parametrize("backend", ["threading", "multiprocessing"])
+def test_async_pool_env_blocked_in_step_times_out_naming_it(backend):
+    pool = _pool(backend, fault="sleep")
+    try:
+        td = pool.reset()
+        pool.rand_step(td)
+        with pytest.raises(WorkerTimeoutError, match=r"step results .* not in after 1.0 s") as info:
+            pool.rand_step(td)
+        assert "env 1" in str(info.value)
+        if backend == "multiprocessing":
+            pid = pool._workers[1].pid
+            assert f"pid {pid}" in str(info.value) and "sleeping" in str(info.value)
+    finally:
+        pool.close()
+
+
+def test_async_pool_async_recv_times_out_by_default():
+    pool = _pool("multiprocessing", fault="sleep")
+    try:
+        td = pool.reset()
+        pool.rand_step(td)
+        pool.async_step_send(td[1:])
+        with pytest.raises(WorkerTimeoutError):
+            pool.async_step_recv()
+    finally:
+        pool.close()
+
+
+def test_async_pool_dead_worker_is_reported_at_once():
+    pool = _pool("multiprocessing", fault="kill")
+    try:
+        td = pool.reset()
+        pool.rand_step(td)
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match=r"env\(s\) \[1\] ended while running a step"):
+            pool.rand_step(td)
+        assert time.monotonic() - start < 1.0  # not the timeout: the death is seen
+    finally:
+        pool.close()
+
+
+def test_async_pool_bad_timeout_is_refused():
+    with pytest.raises(ValueError, match="a None timeout would wait on a stuck worker forever"):
+        AsyncEnvPool([make_fault_env], timeout=None)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rl_envs.batched._layout import read_meta
+from rl_envs.batched._procwatch import die_with_parent
 from rl_envs.env_base import EnvBase
 
 _POLL_S = 1.0
@@ -37,12 +38,17 @@ def serve(
     inbox: Any,
     outbox: Any,
     parent_pid: int | None,
+    pdeathsig: bool = True,
 ) -> None:
     """Builds env ``index`` and answers its commands until ``"close"`` (the worker loop).
 
-    ``parent_pid`` is set for a process worker: its messages are then pickled bytes.
+    ``parent_pid`` is set for a process worker: its messages are then pickled bytes, and it
+    dies with that process even when blocked in the env's code (``pdeathsig``: also through
+    ``PR_SET_PDEATHSIG``, only sound when the pool was built on the main thread).
     """
     binary = parent_pid is not None
+    if binary:
+        die_with_parent(parent_pid, pdeathsig)
     try:
         env = maker if isinstance(maker, EnvBase) else maker(**kwargs)
         outbox.put(pack(("meta", index, read_meta(env)), binary))
@@ -110,13 +116,15 @@ def start_processes(
     import multiprocessing as mp
 
     ctx = mp.get_context(start_method)
+    # The kernel's parent-death signal follows the parent *thread*: only from the main one.
+    pdeathsig = threading.current_thread() is threading.main_thread()
     outbox = ctx.Queue()
     inboxes = [ctx.Queue() for _ in makers]
     workers = []
     for i, (maker, kw) in enumerate(zip(makers, kwargs, strict=True)):
         proc = ctx.Process(
             target=serve,
-            args=(i, maker, kw, inboxes[i], outbox, os.getpid()),
+            args=(i, maker, kw, inboxes[i], outbox, os.getpid(), pdeathsig),
             daemon=True,
             name=f"AsyncEnvPool-worker-{i}",
         )

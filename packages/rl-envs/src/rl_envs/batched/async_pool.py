@@ -20,6 +20,8 @@ from tensordict import (
 
 from rl_envs.batched import _async_worker as worker
 from rl_envs.batched._layout import as_kwargs_list, set_batched_specs
+from rl_envs.batched._procwatch import check_timeout, describe_process
+from rl_envs.batched.parallel import WorkerError, WorkerTimeoutError
 from rl_envs.env_base import EnvBase
 from rl_envs.specs import NonTensor
 
@@ -53,10 +55,17 @@ class AsyncEnvPool(EnvBase):
         stack: how results are stacked: ``"dense"`` (default), ``"maybe_dense"`` or ``"lazy"``.
         create_env_kwargs: keyword arguments for the makers (a dict, or one per env).
         mp_start_method: for ``"multiprocessing"``: ``"fork"`` where available, else ``"spawn"``.
+        timeout: seconds to wait for an env's answer (building, stepping, resetting,
+            seeding; the default of the ``async_*_recv`` calls) before
+            :class:`WorkerTimeoutError` names the env, its process and what it is doing.
+            ``math.inf`` waits forever, explicitly. Process workers also die with the
+            pool's process, even when blocked in an env's code.
 
     Raises:
-        ValueError: an unknown backend or stack, envs whose specs differ.
-        RuntimeError: an env failed to build (the message holds its traceback).
+        ValueError: an unknown backend or stack, envs whose specs differ, a bad timeout.
+        WorkerError: an env failed to build or its worker died (the message holds its
+            traceback or exit status).
+        WorkerTimeoutError: an env did not answer within ``timeout``.
 
     Example:
         >>> import torch
@@ -83,7 +92,9 @@ class AsyncEnvPool(EnvBase):
         stack: str = "dense",
         create_env_kwargs: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         mp_start_method: str | None = None,
+        timeout: float = 300.0,
     ) -> None:
+        timeout = check_timeout(timeout, "AsyncEnvPool")
         makers = list(env_makers) if isinstance(env_makers, Sequence) else [env_makers]
         if not makers:
             raise ValueError("AsyncEnvPool needs at least one env maker.")
@@ -103,7 +114,7 @@ class AsyncEnvPool(EnvBase):
                 f"AsyncEnvPool(backend={backend!r}): expected 'threading' or 'multiprocessing'."
             )
         try:
-            meta = _read_metas(workers, outbox, len(makers))
+            meta = _read_metas(workers, outbox, len(makers), timeout)
         except BaseException:
             worker.stop(workers, inboxes)
             raise
@@ -114,6 +125,8 @@ class AsyncEnvPool(EnvBase):
         self.backend = backend
         self.stack = stack
         self.min_get = 1
+        self.timeout = timeout
+        self._workers = workers
         set_batched_specs(self, meta, self.num_envs)
         state = self.full_state_spec.clone()
         state[self.env_index_key] = NonTensor(shape=self.batch_size, example_data=0)
@@ -203,7 +216,7 @@ class AsyncEnvPool(EnvBase):
             return TensorDict(batch_size=self.batch_size, device=self.device)
         rows = None if tensordict is None else [tensordict[i] for i in envs]
         self._dispatch("reset", envs, rows)
-        results = self._take("reset", self._wait("reset", envs, None), envs)
+        results = self._take("reset", self._wait("reset", envs, self.timeout), envs)
         if len(envs) < self.num_envs:  # rows not reset: zeros, replaced by the input's values
             filler = results[0].apply(torch.zeros_like)
             by_env = dict(zip(envs, results, strict=True))
@@ -213,13 +226,13 @@ class AsyncEnvPool(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         envs = list(range(self.num_envs))
         self._dispatch("step", envs, list(tensordict.unbind(0)))
-        results = self._take("step", self._wait("step", envs, None), envs)
+        results = self._take("step", self._wait("step", envs, self.timeout), envs)
         return _STACKS[self.stack]([r.get("next") for r in results])
 
     def _set_seed(self, seed: int | None) -> None:
         for i in range(self.num_envs):  # env i gets seed + i, as in SerialEnv / ParallelEnv
             self._put(i, ("seed", None if seed is None else seed + i))
-        self._wait("seed", list(range(self.num_envs)), None)
+        self._wait("seed", list(range(self.num_envs)), self.timeout)
         self._ready["seed"].clear()
 
     # ------------------------------------------------------------- lifecycle
@@ -315,9 +328,12 @@ class AsyncEnvPool(EnvBase):
     def _wait(
         self, kind: str, envs: list[int], timeout: float | None, count: int | None = None
     ) -> list[int]:
-        """Collects worker messages until ``count`` (default: all) of ``envs`` answered."""
+        """Collects worker messages until ``count`` (default: all) of ``envs`` answered.
+
+        ``timeout=None`` means the pool's own ``timeout``; a dead worker raises at once.
+        """
         count = len(envs) if count is None else count
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         ready = self._ready.setdefault(kind, {})
         while True:
             with self._lock:
@@ -327,16 +343,39 @@ class AsyncEnvPool(EnvBase):
                 try:
                     what, i, payload = worker.unpack(self._outbox.get(timeout=_POLL_S))
                 except queue.Empty:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise TimeoutError(
+                    waiting = [i for i in envs if i not in ready]
+                    self._raise_if_dead(kind, waiting)
+                    if time.monotonic() > deadline:
+                        raise WorkerTimeoutError(
                             f"AsyncEnvPool: {kind} results of {count} envs not in after "
-                            f"{timeout} s (ready: {done})."
+                            f"{self.timeout if timeout is None else timeout} s (ready: {done}); "
+                            f"{self._describe(waiting)}. Raise timeout= if the envs are just "
+                            "slow; close() stops the workers."
                         ) from None
                     continue
                 if what == "error":
                     self._busy.pop(i, None)
-                    raise RuntimeError(f"AsyncEnvPool: env {i} failed:\n{payload}")
+                    raise WorkerError(f"AsyncEnvPool: env {i} failed:\n{payload}")
                 self._ready.setdefault(what, {})[i] = payload
+
+    def _raise_if_dead(self, kind: str, envs: list[int]) -> None:
+        dead = [i for i in envs if not self._workers[i].is_alive()]
+        if dead:
+            codes = [getattr(self._workers[i], "exitcode", None) for i in dead]
+            raise WorkerError(
+                f"AsyncEnvPool: the worker of env(s) {dead} ended while running a {kind} "
+                f"(exit codes {codes}; a negative code is the signal that killed it). Close the "
+                "pool and build a new one."
+            )
+
+    def _describe(self, envs: list[int]) -> str:
+        parts = []
+        for i in envs:
+            pid = getattr(self._workers[i], "pid", None)
+            where = f"thread {self._workers[i].name}" if pid is None else f"pid {pid}"
+            doing = "" if pid is None else f", which {describe_process(pid)}"
+            parts.append(f"env {i} ({where}{doing})")
+        return "waiting on " + "; ".join(parts)
 
     def _take(self, kind: str, ready: list[int], envs: list[int]) -> list[Any]:
         with self._lock:
@@ -353,21 +392,28 @@ class AsyncEnvPool(EnvBase):
         return _STACKS[self.stack](labelled)
 
 
-def _read_metas(workers: list[Any], outbox: Any, n: int) -> Any:
+def _read_metas(workers: list[Any], outbox: Any, n: int, timeout: float) -> Any:
     """The sub-env metadata every worker sends once built; all must agree."""
     metas: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
     while len(metas) < n:
         try:
-            what, i, payload = worker.unpack(outbox.get(timeout=1.0))
+            what, i, payload = worker.unpack(outbox.get(timeout=min(1.0, timeout)))
         except queue.Empty:
             dead = [i for i, w in enumerate(workers) if not w.is_alive() and i not in metas]
             if dead:
-                raise RuntimeError(
+                raise WorkerError(
                     f"AsyncEnvPool: workers {dead} ended before building their env."
+                ) from None
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(n)) - set(metas))
+                raise WorkerTimeoutError(
+                    f"AsyncEnvPool: envs {missing} were not built within {timeout} s; raise "
+                    "timeout= if building them is just slow."
                 ) from None
             continue
         if what == "error":
-            raise RuntimeError(f"AsyncEnvPool: env {i} failed to build:\n{payload}")
+            raise WorkerError(f"AsyncEnvPool: env {i} failed to build:\n{payload}")
         metas[i] = payload
     first = metas[0]
     for i in range(1, n):
