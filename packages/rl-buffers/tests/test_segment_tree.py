@@ -1,6 +1,8 @@
 import hashlib
+import os
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -98,12 +100,30 @@ def test_build_directory_is_torch_version_specific():
     assert torch.__version__.replace("+", "_") in str(path)
 
 
-def test_build_directory_is_specific_to_the_torch_installation(monkeypatch):
-    # two venvs with the same torch must not share a build (each would rebuild the other's)
+def test_build_directory_is_shared_by_installations_of_one_torch_build(monkeypatch):
+    # two venvs with the same torch build share one compile; another build gets its own
     here = _extension.build_directory("cpu")
     monkeypatch.setattr(torch, "__file__", "/elsewhere/site-packages/torch/__init__.py")
+    assert _extension.build_directory("cpu") == here
+    monkeypatch.setattr(torch.version, "git_version", "another-revision")
     elsewhere = _extension.build_directory("cpu")
-    assert here != elsewhere and here.name == elsewhere.name
+    assert elsewhere != here and elsewhere.name == here.name
+
+
+def test_a_built_library_loads_without_ninja_or_a_compiler():
+    """Once built on this machine, the extension loads with no build tool on PATH."""
+    if _extension.load("cpu") is not None:
+        pytest.skip(f"the extension cannot be built here: {_extension.load('cpu')}")
+    code = "from rl_buffers import _extension\nprint(_extension.load('cpu'))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PATH": "/nonexistent"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.stdout.strip() == "None", out.stderr[-2000:]
+    assert "No CUDA runtime" not in out.stderr
 
 
 def test_out_of_range_index_raises():

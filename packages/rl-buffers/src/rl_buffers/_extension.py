@@ -6,12 +6,14 @@ as the user's torch differs from the build's, and would tie this pure-Python
 package to one torch and one CUDA version. Compiling on first use against the
 running torch (``torch.utils.cpp_extension.load`` with ninja) always matches;
 the result is cached under a directory named after the torch version, the
-Python version, the torch installation and a hash of the sources, so each
-(torch, source) pair is compiled once per machine and a different torch never
-loads a stale library. The installation is part of the key because the
-compile command names torch's include directory: two virtual environments
-with the same torch sharing one directory would rebuild each other's library
-every time the other one ran (ninja sees a changed command).
+Python version, torch's build (git revision, CUDA version, C++ ABI), the machine's
+architecture and a hash of the sources, so each (torch build, source) pair is compiled
+once per machine, shared by every virtual environment holding that torch, and a
+different torch never loads a stale library. A library built once is loaded directly
+(``torch.ops.load_library``), without running ninja again: the compile command names
+torch's include directory, which differs between virtual environments, and ninja would
+rebuild on every such difference. Compiling on a machine with a CUDA toolkit but no GPU
+does not print torch's "No CUDA runtime is found" line for the CPU build.
 
 The extension only registers ``torch.ops.rl_buffers_segtree.*`` operators
 (no pybind11 module), which keeps the compile short. Every failure (no
@@ -22,6 +24,8 @@ string: importing :mod:`rl_buffers` never touches the extension.
 from __future__ import annotations
 
 import hashlib
+import logging
+import platform
 import shutil
 import sys
 import threading
@@ -52,32 +56,63 @@ def build_directory(kind: str) -> Path:
         kind: ``"cpu"`` or ``"cuda"``.
 
     Returns:
-        ``~/.cache/rl_buffers/torch-<version>-py<major><minor>-<install hash>/<kind>-<source hash>``,
-        where the install hash names the directory torch is installed in.
+        ``~/.cache/rl_buffers/torch-<version>-py<major><minor>-<build hash>/<kind>-<source hash>``,
+        where the build hash names torch's build (its git revision, CUDA version and C++
+        ABI) and the machine: every venv holding the same torch build shares one compile.
 
     Examples:
         >>> build_directory("cpu").parent.name.startswith("torch-")
         True
     """
     names = CPU_SOURCES if kind == "cpu" else CPU_SOURCES + CUDA_SOURCES
-    install = hashlib.sha256(str(Path(torch.__file__).resolve().parent).encode()).hexdigest()[:8]
+    build = "|".join(
+        (
+            torch.__version__,
+            str(getattr(torch.version, "git_version", "")),
+            str(torch.version.cuda),
+            str(torch._C._GLIBCXX_USE_CXX11_ABI),
+            platform.machine(),
+            sys.implementation.cache_tag,
+        )
+    )
+    build_hash = hashlib.sha256(build.encode()).hexdigest()[:8]
     version = torch.__version__.replace("+", "_")
-    tag = f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{install}"
+    tag = f"torch-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{build_hash}"
     return Path.home() / ".cache" / "rl_buffers" / tag / f"{kind}-{_sources_hash(names)}"
 
 
 def _compile(kind: str) -> None:
-    from torch.utils import cpp_extension
+    # torch logs "No CUDA runtime is found, using CUDA_HOME=..." when this module is first
+    # imported on a machine with a CUDA toolkit but no GPU: noise for a CPU build.
+    cpp_logger = logging.getLogger("torch.utils.cpp_extension")
+    level = cpp_logger.level
+    if kind == "cpu":
+        cpp_logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        cpp_logger.setLevel(level)
 
+    name = "rl_buffers_segtree_cpu" if kind == "cpu" else "rl_buffers_segtree_cuda"
+    directory = build_directory(kind)
+    library, built = directory / f"{name}.so", directory / "built.ok"
+    if built.exists() and library.exists():
+        # Built before, by this or another venv with the same torch build: load the
+        # library as it is (running ninja again would rebuild it whenever the compile
+        # command differs, e.g. in torch's include path from another venv).
+        try:
+            torch.ops.load_library(str(library))
+            return
+        except OSError:  # a damaged or foreign library: build it again below
+            built.unlink(missing_ok=True)
     if shutil.which("ninja") is None and not cpp_extension.is_ninja_available():
         raise RuntimeError("ninja is not installed (pip install ninja)")
     if kind == "cpu":
-        names, name, with_cuda = CPU_SOURCES, "rl_buffers_segtree_cpu", False
+        names, with_cuda = CPU_SOURCES, False
     else:
         if cpp_extension.CUDA_HOME is None:
             raise RuntimeError("no CUDA toolkit (nvcc) was found; set up CUDA_HOME")
-        names, name, with_cuda = CUDA_SOURCES, "rl_buffers_segtree_cuda", True
-    directory = build_directory(kind)
+        names, with_cuda = CUDA_SOURCES, True
     directory.mkdir(parents=True, exist_ok=True)
     cpp_extension.load(
         name=name,
@@ -89,6 +124,7 @@ def _compile(kind: str) -> None:
         is_python_module=False,
         verbose=False,
     )
+    built.write_text(f"{torch.__version__}\n")
 
 
 def load(kind: str) -> str | None:
