@@ -219,3 +219,24 @@ def test_batched_env_of_mixed_device_sub_envs_has_no_device(cls):
         check_env_specs(env)
     finally:
         env.close()
+
+
+def test_composite_data_cls_builds_that_class():
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Pair:
+        x: torch.Tensor
+        y: torch.Tensor
+
+    spec = Composite(x=Unbounded((2, 3)), y=Unbounded((2,)), shape=(2,), data_cls=Pair)
+    for value in (spec.zero(), spec.rand(), spec.expand(4, 2).zero(), spec.clone().one()):
+        assert isinstance(value, Pair)
+    assert spec.zero().x.shape == (2, 3)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_consolidate_is_accepted(cls):
+    env = make(cls, n=2, consolidate=False)
+    assert env.consolidate is False
+    env.close()

@@ -49,7 +49,14 @@ _JOIN_TIMEOUT_S = 5.0
 DEFAULT_TIMEOUT_S = 300.0
 # The keyword arguments a SerialEnv takes too (serial_for_single passes them on).
 _SERIAL_KWARGS = frozenset(
-    {"create_env_kwargs", "device", "validate_actions", "use_buffers", "share_individual_td"}
+    {
+        "create_env_kwargs",
+        "device",
+        "validate_actions",
+        "use_buffers",
+        "share_individual_td",
+        "consolidate",
+    }
 )
 
 
@@ -114,6 +121,9 @@ class ParallelEnv(EnvBase):
         share_individual_td: TorchRL's choice between one stacked buffer and one buffer
             per sub-env. Results are the same either way; here the buffers are always
             one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
+        consolidate: TorchRL's choice to pack TensorDicts into one buffer before sending them
+            between processes; here data crosses through preallocated buffers (or pickled
+            rows), so it is recorded only.
         timeout: seconds the parent waits for the workers' answer to one command (a step,
             a reset, building the sub-envs...) before raising :class:`WorkerTimeoutError`
             (default 300). ``math.inf`` waits forever; ``None`` is refused, so that waiting
@@ -154,6 +164,7 @@ class ParallelEnv(EnvBase):
         validate_actions: bool = False,
         use_buffers: bool | None = None,
         share_individual_td: bool | None = None,
+        consolidate: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.timeout = check_timeout(timeout, "ParallelEnv")
@@ -209,6 +220,7 @@ class ParallelEnv(EnvBase):
         # buffers only where the specs fit them (fixed shapes, tensors): else TensorDicts
         self.use_buffers = wants_buffers(meta) and use_buffers is not False
         self.share_individual_td = bool(share_individual_td)
+        self.consolidate = bool(consolidate)  # TorchRL's IPC packing flag; recorded only
         self._exchange: Buffers | None = (
             make_buffers(self, shared=True) if self.use_buffers else None
         )

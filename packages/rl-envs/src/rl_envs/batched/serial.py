@@ -58,6 +58,9 @@ class SerialEnv(EnvBase):
         share_individual_td: TorchRL's choice between one stacked buffer and one buffer
             per sub-env. Results are the same either way; here the buffers are always
             one TensorDict per exchange (rows are the sub-envs), so it is recorded only.
+        consolidate: TorchRL's choice to pack TensorDicts into one buffer before sending them
+            between processes; here data crosses through preallocated buffers (or pickled
+            rows), so it is recorded only.
         mp_start_method: accepted for TorchRL parity (its batched envs share the
             signature); a SerialEnv starts no process, so it is unused.
 
@@ -78,6 +81,7 @@ class SerialEnv(EnvBase):
         validate_actions: bool = False,
         use_buffers: bool | None = None,
         share_individual_td: bool | None = None,
+        consolidate: bool = True,
         mp_start_method: str | None = None,
     ) -> None:
         del mp_start_method  # no processes here
@@ -104,6 +108,7 @@ class SerialEnv(EnvBase):
         # buffers only where the specs fit them (fixed shapes, tensors): else TensorDicts
         self.use_buffers = wants_buffers(meta) and use_buffers is not False
         self.share_individual_td = bool(share_individual_td)
+        self.consolidate = bool(consolidate)  # TorchRL's IPC packing flag; recorded only
         self._exchange: Buffers | None = (
             make_buffers(self, shared=False) if self.use_buffers else None
         )

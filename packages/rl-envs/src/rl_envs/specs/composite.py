@@ -99,6 +99,7 @@ class Composite:
         shape: ShapeLike | None = None,
         device: Any = None,
         batch_size: ShapeLike | None = None,
+        data_cls: type | None = None,
         **kwargs: Any,
     ) -> None:
         if len(args) > 1:
@@ -109,6 +110,8 @@ class Composite:
         self._device: torch.device | None = to_device(device)
         self._specs: dict[str, TensorSpec | Composite] = {}
         self._locked = False
+        # TorchRL's data_cls: the TensorDict-like class (a tensorclass) zero() / rand() build
+        self.data_cls = data_cls
         entries: dict[str, Any] = dict(args[0]) if args else {}
         entries.update(kwargs)
         for key, value in entries.items():
@@ -430,8 +433,8 @@ class Composite:
         return self
 
     def empty(self) -> Composite:
-        """A Composite with the same shape and device and no entries."""
-        return Composite(shape=self.shape, device=self._device)
+        """A Composite with the same shape, device and ``data_cls`` and no entries."""
+        return Composite(shape=self.shape, device=self._device, data_cls=self.data_cls)
 
     def _copy_structure(self) -> Composite:
         """A new tree of Composites sharing the leaf specs."""
@@ -466,7 +469,10 @@ class Composite:
             for key, value in self._specs.items()
             if value is not None
         }
-        return _make_td(source, lead + self.shape, self._device)
+        td = _make_td(source, lead + self.shape, self._device)
+        if self.data_cls is not None:
+            return self.data_cls.from_tensordict(td)
+        return td
 
     def rand(self, shape: ShapeLike | None = None) -> TensorDict:
         """A TensorDict of random values, batch size ``(*shape, *self.shape)``."""
@@ -545,7 +551,8 @@ class Composite:
 
     # ------------------------------------------------------------- shape ops
     def _map(self, fn_leaf: Any, shape: torch.Size, device: Any = _MISSING) -> Composite:
-        out = Composite(shape=shape, device=self._device if device is _MISSING else device)
+        out = Composite(shape=shape, device=self._device if device is _MISSING else device,
+                        data_cls=self.data_cls)  # fmt: skip
         for key, value in self._specs.items():
             out._specs[key] = None if value is None else fn_leaf(value)
         out._locked = False
