@@ -112,7 +112,9 @@ from rl_modules.recurrent import (
     RecurrentStatePrimer,
     StateSpec,
     canonicalize_rnn_subset,
+    get_recurrent_matmul_precision,
     recurrent_mode,
+    set_recurrent_matmul_precision,
     set_recurrent_mode,
 )
 from rl_modules.sequence import (
@@ -214,11 +216,13 @@ __all__ = [
     "__version__",
     "exploration_type",
     "gSDEModule",
+    "get_recurrent_matmul_precision",
     "recurrent_mode",
     "reset_noise",
     "safeatanh",
     "safetanh",
     "set_exploration_type",
+    "set_recurrent_matmul_precision",
     "set_recurrent_mode",
 ]
 
