@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -28,15 +29,20 @@ def pytest_configure(config: pytest.Config) -> None:
         import hypothesis
 
         hypothesis.configuration.set_hypothesis_home_dir(CACHE / "hypothesis")
-    with contextlib.suppress(ImportError):
-        import mujoco
 
-        def log_to_cache(message: str) -> None:
-            CACHE.mkdir(parents=True, exist_ok=True)
-            with open(CACHE / "MUJOCO_LOG.TXT", "a") as log:
-                log.write(f"{time.ctime()}: {message}\n")
 
-        mujoco.set_mju_user_warning(log_to_cache)
+def _log_mujoco_warning(message: str) -> None:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "MUJOCO_LOG.TXT", "a") as log:
+        log.write(f"{time.ctime()}: {message}\n")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Only once a test module imported MuJoCo: importing it here would fix its OpenGL
+    # backend before a module sets MUJOCO_GL (test_dm_control.py does, at import).
+    mujoco = sys.modules.get("mujoco")
+    if mujoco is not None and mujoco.get_mju_user_warning() is not _log_mujoco_warning:
+        mujoco.set_mju_user_warning(_log_mujoco_warning)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
