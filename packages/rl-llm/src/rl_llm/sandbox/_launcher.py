@@ -139,7 +139,8 @@ def _build_root(new_root: str, config: dict, code: str, outside_uid: int) -> Non
         f.write(code)
     if config["host_root"]:
         os.chown(main, outside_uid, outside_uid)
-    os.symlink(WORKDIR.lstrip("/"), new_root + "/tmp")
+    if not os.path.exists(new_root + "/tmp"):  # (an interpreter under /tmp puts its dirs there)
+        os.symlink(WORKDIR.lstrip("/"), new_root + "/tmp")
     _linux.remount_read_only(new_root)
     os.chdir(new_root)
     _linux.pivot_root(".", ".")
