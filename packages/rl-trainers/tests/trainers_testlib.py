@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import interaction_type
+from tensordict.nn.probabilistic import interaction_type  # where tensordict 0.14 has it too
 
 from rl_trainers import FakeCollector
 
