@@ -188,7 +188,15 @@ def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path: Path) -> None:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert first.startswith("run folder runs/dqn/smoke-"), first
-        time.sleep(2)  # the line is printed just before the loop's try: let it get there
+        # SIGINT once the loop runs: its first logged row is in metrics.csv (a fixed sleep
+        # raced with a loaded machine, where the loop had not started yet)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not any(
+            len(path.read_text().splitlines()) > 1
+            for path in (tmp_path / "runs" / "dqn").glob("*/metrics.csv")
+        ):
+            assert proc.poll() is None, "the run ended before it was interrupted"
+            time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=300)
     finally:
