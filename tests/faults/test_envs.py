@@ -348,3 +348,19 @@ def test_vmas_nan_action():
     td.get(("agents", "action"))[0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match=r"agent 'agent_0'.*NaN or inf in env rows \[0\]"):
         env.step(td)
+
+
+@pytest.mark.parametrize("batched", ["SerialEnv", "ParallelEnv"])
+def test_batched_env_of_reset_requiring_envs_refuses_step_before_reset(batched):
+    import rl_envs
+
+    env = getattr(rl_envs, batched)(2, rl_envs.PendulumEnv)
+    try:
+        td = TensorDict(action=torch.zeros(2, 1), batch_size=[2])
+        with pytest.raises(RuntimeError, match=r"step\(\) was called before reset\(\)"):
+            env.step(td)
+        root = env.reset()
+        root["action"] = torch.zeros(2, 1)
+        env.step(root)  # after a reset it steps
+    finally:
+        env.close()

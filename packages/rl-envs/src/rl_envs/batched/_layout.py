@@ -35,6 +35,7 @@ class SubEnvMeta:
     state: Any
     batch_size: torch.Size
     device: torch.device | None
+    requires_reset: bool = False  # the sub-env refuses step before its first reset
 
 
 def as_fn_list(
@@ -101,6 +102,7 @@ def read_meta(env: Any) -> SubEnvMeta:
         # None: the sub-env's outputs live on several devices (a partial DeviceCastTransform);
         # the batched env then has no device either, as in TorchRL
         device=torch.device(env.device) if env.device is not None else None,
+        requires_reset=bool(getattr(env, "_awaiting_reset", False)),
     )
 
 
@@ -112,6 +114,8 @@ def set_batched_specs(env: Any, meta: SubEnvMeta, n: int) -> None:
     env.full_reward_spec = meta.reward.expand(*full)
     env.full_done_spec = meta.done.expand(*full)
     env.full_state_spec = meta.state.expand(*full)
+    # sub-envs that refuse a step before their first reset make the batch refuse it too
+    env._awaiting_reset = meta.requires_reset
 
 
 def _keys(spec: Any) -> list[NestedKey]:

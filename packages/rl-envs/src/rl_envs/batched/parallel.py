@@ -500,6 +500,7 @@ class ParallelEnv(EnvBase):
             )
         cmds = [b"t" + pickle.dumps(states[i * k : (i + 1) * k]) for i in range(self.num_workers)]
         self._exchange_state(cmds, "set_state")
+        self._awaiting_reset = False  # the restored states are a place to step from
 
     def _run(self, cmd: bytes, what: str, workers: Sequence[int] | None = None) -> None:
         if self._closed:

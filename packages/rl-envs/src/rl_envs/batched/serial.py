@@ -217,6 +217,7 @@ class SerialEnv(EnvBase):
                 f"{len(self.envs)}; restore into a SerialEnv built like the one that saved it."
             )
         self._group.set_state(states)
+        self._awaiting_reset = False  # the restored states are a place to step from
 
     def close(self, *, raise_if_closed: bool = False) -> None:
         """Closes the sub-envs; calling it again does nothing.
