@@ -106,7 +106,7 @@ def _build_root(new_root: str, config: dict, code: str, outside_uid: int) -> Non
         elif os.path.isdir(path):
             _linux.bind_read_only(path, _mirror(new_root, path))
             bound.append(path)
-    for path in sorted(_python_paths(config["read_roots"]), key=len):
+    for path in sorted(config["python_paths"], key=len):
         if not _covered(path, bound):
             _linux.bind_read_only(path, _mirror(new_root, path))
             bound.append(path)
@@ -223,8 +223,7 @@ def _run_code(
     _attempt(layers, why, "seccomp", seccomp)
     layers["no_new_privs"] = _linux.no_new_privs()
     if config["audit_hook"]:
-        python_roots = _python_paths(config["read_roots"])
-        _audit.install(workdir, python_roots, allow_processes=config["allow_processes"])
+        _audit.install(workdir, config["python_paths"], allow_processes=config["allow_processes"])
     layers["audit_hook"] = bool(config["audit_hook"])
     missing = [name for name in config["require"] if not layers.get(name, False)]
     status.send(isolation=layers, why=why)
@@ -313,6 +312,7 @@ def main() -> None:
     layers: dict[str, bool] = {}
     why: dict[str, str] = {}
     config["host_root"] = host_root = os.geteuid() == 0
+    config["python_paths"] = _python_paths(config["read_roots"])  # read once, used twice
     outside_uid = _NOBODY if host_root else os.geteuid()
     outside_gid = _NOBODY if host_root else os.getegid()
     proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)

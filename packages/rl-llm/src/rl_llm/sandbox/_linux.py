@@ -106,23 +106,17 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 def bind_read_only(source: str, target: str, *, device: bool = False) -> None:
     """Bind ``source`` on ``target``, then remount the bind read-only and ``nosuid``.
 
-    ``nodev`` too unless ``device`` (a device node such as ``/dev/null``).
+    ``nodev`` too unless ``device`` (a device node such as ``/dev/null``, then ``noexec``).
     """
     mount(source, target, None, MS_BIND)
-    kept = os.statvfs(source).f_flag
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV)
-    for st_flag, ms_flag in _KEPT_FLAGS:
-        if kept & st_flag:
-            flags |= ms_flag
-    if device:
-        flags |= MS_NOEXEC
-    mount(None, target, None, flags)
+    remount_read_only(target, device=device)
 
 
-def remount_read_only(target: str) -> None:
-    """Make the mount at ``target`` read-only (keeping its locked flags)."""
+def remount_read_only(target: str, *, device: bool = False) -> None:
+    """Make the mount at ``target`` read-only and ``nosuid``, keeping its locked flags
+    (``nodev``, or ``noexec`` for a ``device`` node)."""
     kept = os.statvfs(target).f_flag
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (MS_NOEXEC if device else MS_NODEV)
     for st_flag, ms_flag in _KEPT_FLAGS:
         if kept & st_flag:
             flags |= ms_flag
