@@ -566,3 +566,38 @@ def test_without_namespaces_the_sandbox_refuses_unless_told_and_says_what_held(h
     sandbox.require = KERNEL_LAYERS
     with pytest.raises(SandboxUnavailableError, match="required isolation layers unavailable"):
         sandbox.run("print(1)")
+
+
+def test_run_dirs_of_a_host_killed_mid_run_are_removed(tmp_path):
+    """A host SIGKILLed during run() cannot clean up; the next sandbox removes its dir."""
+    import subprocess
+    import sys
+    import tempfile
+
+    code = (
+        "import threading, time, os\n"
+        "from rl_llm.sandbox import PythonSandbox\n"
+        "s = PythonSandbox(timeout=60)\n"
+        "threading.Thread(target=s.run, args=('import time; time.sleep(60)',)).start()\n"
+        "time.sleep(1.5)\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(host.stdout.readline())
+        left = list(Path(tempfile.gettempdir()).glob(f"rl_llm_sandbox_{pid}_*"))
+        assert left, "the run's directory was not found while it ran"
+        host.kill()
+        host.wait()
+    finally:
+        host.kill()
+        host.wait()
+        host.stdout.close()
+    deadline = time.monotonic() + 10
+    while _sandbox_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the runner dies with its jailer (PR_SET_PDEATHSIG)
+    assert _sandbox_processes() == []
+    PythonSandbox._probe.__globals__["_PROBES"].clear()  # probe again: it cleans up first
+    _sandbox_or_skip()
+    assert not any(path.exists() for path in left)

@@ -173,6 +173,14 @@ def _enter_setup_namespace() -> None:
             f.write(text)
 
 
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when ``parent`` (the thread that started it) dies; exit now if it
+    already has. Each process of the chain host -> setup -> jailer -> runner does this."""
+    _linux.prctl(_linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _set_limits(config: dict) -> None:
     def limit(which: int, value: int) -> None:
         resource.setrlimit(which, (value, value))
@@ -273,6 +281,7 @@ def _jail(
 ) -> None:
     """The jailer: unprivileged, new namespaces, then fork the runner and report on it."""
     to_setup, from_setup = sync
+    setup_pid = os.getppid()
     layers["non_root"] = not config["host_root"]
     if config["host_root"]:
         try:
@@ -280,6 +289,7 @@ def _jail(
             os.setresgid(_NOBODY, _NOBODY, _NOBODY)
             os.setresuid(_NOBODY, _NOBODY, _NOBODY)
             layers["non_root"] = True
+            _die_with(setup_pid)  # a change of credentials clears the parent-death signal
         except OSError as error:
             why["non_root"] = f"could not drop to nobody: {error}"
     if layers.get("filesystem") or config["try_namespaces"]:
@@ -307,6 +317,7 @@ def _jail(
 
 def main() -> None:
     config = marshal.loads(sys.stdin.buffer.read())
+    _die_with(config["host_pid"])  # a SIGKILLed host must not leave the run going
     code = config.pop("code")
     status = _Status(config["status_fd"])
     layers: dict[str, bool] = {}
@@ -336,8 +347,10 @@ def main() -> None:
                 os.chown(path, _NOBODY, _NOBODY)
     setup_from_jail, jail_to_setup = os.pipe()
     jail_from_setup, setup_to_jail = os.pipe()
+    setup_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
+        _die_with(setup_pid)
         os.close(proc)
         os.close(setup_from_jail)
         os.close(setup_to_jail)

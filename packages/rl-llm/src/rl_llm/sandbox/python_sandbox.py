@@ -216,7 +216,7 @@ class PythonSandbox:
             raise TypeError(
                 f"PythonSandbox.run expects the code as a str; got {type(code).__name__}."
             )
-        root = Path(tempfile.mkdtemp(prefix="rl_llm_sandbox_"))
+        root = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}_"))
         try:
             return self._run_in(root, code)
         finally:
@@ -230,7 +230,8 @@ class PythonSandbox:
         """The layers this machine gives this interpreter, checked once per configuration."""
         key = (self.python, self.allow_processes, self.read_roots, self._try_namespaces)
         if key not in _PROBES:
-            root = Path(tempfile.mkdtemp(prefix="rl_llm_sandbox_probe_"))
+            _remove_orphaned_run_dirs()
+            root = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}_probe_"))
             try:
                 _PROBES[key] = self._launch(root, "pass", require=())
             finally:
@@ -268,6 +269,7 @@ class PythonSandbox:
         status_read, status_write = os.pipe()
         config = {
             "code": code,
+            "host_pid": os.getpid(),
             "status_fd": status_write,
             "new_root": str(root / "newroot"),
             "workdir": str(root / "work"),
@@ -412,6 +414,24 @@ class _Launched:
             signal.pidfd_send_signal(self.runner, signal.SIGKILL)
         os.close(self.runner)
         self.runner = None
+
+
+_TEMP_PREFIX = "rl_llm_sandbox_"
+
+
+def _remove_orphaned_run_dirs() -> None:
+    """Removes the run directories of hosts that died mid-run (SIGKILL skips ``finally``):
+    their name holds the host's PID, and that process is gone."""
+    for path in Path(tempfile.gettempdir()).glob(f"{_TEMP_PREFIX}*_*"):
+        pid = path.name[len(_TEMP_PREFIX) :].split("_", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
 
 
 def _kill_group(pid: int) -> None:
